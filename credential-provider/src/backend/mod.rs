@@ -1,0 +1,35 @@
+//! Where credentials come from. Each backend turns a kubelet request into
+//! [`Credentials`]; the protocol layer puts them in kubelet's wire format.
+//! Cloud registries (ECR, Artifact Registry, ACR) join as further backends.
+
+use std::future::Future;
+
+use crate::protocol::{CredentialRequest, Credentials};
+
+pub mod passthrough;
+pub mod static_file;
+pub mod token_exchange;
+
+pub use passthrough::{PassthroughBackend, PassthroughError};
+pub use static_file::{DockerConfigError, StaticBackend};
+pub use token_exchange::{TokenExchangeBackend, TokenExchangeError};
+
+/// One source of registry credentials.
+pub trait CredentialBackend {
+    /// Answers one request, or says what failed and how to fix it. The error
+    /// text must never contain a credential.
+    fn credentials(
+        &self,
+        request: &CredentialRequest,
+    ) -> impl Future<Output = Result<Credentials, BackendError>> + Send;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error(transparent)]
+    DockerConfig(#[from] DockerConfigError),
+    #[error(transparent)]
+    Passthrough(#[from] PassthroughError),
+    #[error(transparent)]
+    TokenExchange(#[from] TokenExchangeError),
+}

@@ -1,0 +1,226 @@
+//! `static`: credentials from a Docker `config.json`.
+//!
+//! The answer is cached by kubelet per registry (`cacheKeyType: Registry`),
+//! so it must serve every image on that registry: it carries each entry
+//! whose host matches the image's registry, path-scoped ones included, and
+//! kubelet's keyring picks the entry for each image by path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use super::{BackendError, CredentialBackend};
+use crate::image;
+use crate::matching::{DOCKER_HUB_KEY, is_docker_hub_image, keyring_key, matches};
+use crate::protocol::{CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
+
+#[derive(Debug, Clone)]
+pub struct StaticBackend {
+    docker_config: PathBuf,
+    cache_duration: Option<Duration>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DockerConfigError {
+    #[error("cannot read --docker-config {path}: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error(
+        "--docker-config {path} is not valid JSON (line {line}, column {column}): it must be a Docker config.json with an \"auths\" object"
+    )]
+    Json { path: PathBuf, line: usize, column: usize },
+    #[error("--docker-config {path}: {field} {problem}")]
+    Entry {
+        path: PathBuf,
+        field: String,
+        problem: &'static str,
+    },
+}
+
+/// The parts of config.json kubelet can use. Credential helpers and
+/// identity tokens have no place in kubelet's `AuthConfig`.
+#[derive(Deserialize)]
+struct DockerConfigFile {
+    auths: Option<BTreeMap<String, DockerAuthEntry>>,
+}
+
+#[derive(Deserialize)]
+struct DockerAuthEntry {
+    auth: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+impl StaticBackend {
+    pub fn new(docker_config: PathBuf, cache_duration: Option<Duration>) -> Self {
+        Self {
+            docker_config,
+            cache_duration,
+        }
+    }
+
+    /// Every usable entry of the file, keyed as written. Any malformed
+    /// entry is an error: a half-read file would hide the problem.
+    pub fn load(path: &Path) -> Result<BTreeMap<String, RegistryAuth>, DockerConfigError> {
+        let bytes = std::fs::read(path).map_err(|e| DockerConfigError::Read {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        // Entries are parsed by hand below so that no error quotes a value.
+        let file: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| DockerConfigError::Json {
+            path: path.to_owned(),
+            line: e.line(),
+            column: e.column(),
+        })?;
+        let entry_error = |field: String, problem| DockerConfigError::Entry {
+            path: path.to_owned(),
+            field,
+            problem,
+        };
+        let file: DockerConfigFile = serde_json::from_value(file)
+            .map_err(|_| entry_error("\"auths\"".into(), "must be an object of registry entries"))?;
+        let auths = file.auths.ok_or_else(|| {
+            entry_error(
+                "\"auths\"".into(),
+                "is missing: log in with `docker login --config DIR` or write the entries by hand (credential helpers are not supported)",
+            )
+        })?;
+        let mut out = BTreeMap::new();
+        for (key, entry) in auths {
+            let field = |name: &str| format!("auths[{key:?}].{name}");
+            let credentials = match (entry.auth.filter(|a| !a.is_empty()), entry.username, entry.password) {
+                (Some(auth), _, _) => {
+                    let decoded = STANDARD
+                        .decode(auth.trim())
+                        .ok()
+                        .and_then(|bytes| String::from_utf8(bytes).ok())
+                        .ok_or_else(|| entry_error(field("auth"), "is not base64 of \"username:password\""))?;
+                    let (username, password) = decoded.split_once(':').ok_or_else(|| {
+                        entry_error(
+                            field("auth"),
+                            "decodes to text without the ':' between username and password",
+                        )
+                    })?;
+                    Some((username.to_owned(), password.to_owned()))
+                }
+                (None, Some(username), Some(password)) => Some((username, password)),
+                (None, Some(_), None) => return Err(entry_error(field("password"), "is missing next to \"username\"")),
+                // Docker writes empty entries when a credential store holds
+                // the secret; they carry nothing kubelet can use.
+                _ => None,
+            };
+            if let Some((username, password)) = credentials {
+                out.insert(
+                    key,
+                    RegistryAuth {
+                        username,
+                        password: SecretString::from(password),
+                    },
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The entries that serve `repository`'s registry, by kubelet's rules.
+pub fn entries_for_registry(
+    entries: BTreeMap<String, RegistryAuth>,
+    repository: &str,
+) -> BTreeMap<String, RegistryAuth> {
+    let registry = image::registry(repository);
+    let host_of = |key: &str| keyring_key(key).map(|k| image::registry(&k).to_owned());
+    let (matched, rest): (BTreeMap<_, _>, BTreeMap<_, _>) = entries
+        .into_iter()
+        .partition(|(key, _)| host_of(key).is_some_and(|host| matches(&host, registry)));
+    if !matched.is_empty() || !is_docker_hub_image(repository) {
+        return matched;
+    }
+    // kubelet's fallback: Docker Hub images use the `index.docker.io` entry.
+    rest.into_iter()
+        .filter(|(key, _)| keyring_key(key).as_deref() == Some(DOCKER_HUB_KEY))
+        .collect()
+}
+
+impl CredentialBackend for StaticBackend {
+    async fn credentials(&self, request: &CredentialRequest) -> Result<Credentials, BackendError> {
+        let entries = Self::load(&self.docker_config)?;
+        let repository = image::repository(&request.image);
+        let auth = entries_for_registry(entries, &repository);
+        tracing::debug!(
+            image = %repository,
+            keys = ?auth.keys().collect::<Vec<_>>(),
+            "docker config entries for the image's registry"
+        );
+        Ok(Credentials {
+            cache_key_type: CacheKeyType::Registry,
+            cache_duration: self.cache_duration,
+            auth,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(keys: &[&str]) -> BTreeMap<String, RegistryAuth> {
+        keys.iter()
+            .map(|k| {
+                (
+                    (*k).to_owned(),
+                    RegistryAuth {
+                        username: "u".into(),
+                        password: SecretString::from("p"),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn keys_for(keys: &[&str], repository: &str) -> Vec<String> {
+        entries_for_registry(entries(keys), repository).into_keys().collect()
+    }
+
+    #[test]
+    fn keeps_every_entry_of_the_registry_including_path_scoped_ones() {
+        let all = [
+            "reg.io",
+            "https://reg.io/v2/",
+            "reg.io/team-a",
+            "reg.io/team-b",
+            "other.io",
+            "reg.io:5000",
+        ];
+        assert_eq!(
+            keys_for(&all, "reg.io/team-a/app"),
+            ["https://reg.io/v2/", "reg.io", "reg.io/team-a", "reg.io/team-b"]
+        );
+        assert_eq!(keys_for(&all, "reg.io:5000/app"), ["reg.io:5000"]);
+        assert!(keys_for(&all, "third.io/app").is_empty());
+    }
+
+    #[test]
+    fn wildcard_keys_match_by_label() {
+        assert_eq!(keys_for(&["*.reg.io", "reg.io"], "eu.reg.io/app"), ["*.reg.io"]);
+    }
+
+    #[test]
+    fn docker_hub_falls_back_to_index_docker_io() {
+        let keys = ["https://index.docker.io/v1/", "quay.io"];
+        assert_eq!(
+            keys_for(&keys, "docker.io/library/nginx"),
+            ["https://index.docker.io/v1/"]
+        );
+        assert!(keys_for(&keys, "ghcr.io/x/y").is_empty());
+        // A direct docker.io entry wins over the fallback, as in kubelet.
+        assert_eq!(
+            keys_for(&["docker.io", "index.docker.io"], "docker.io/library/nginx"),
+            ["docker.io"]
+        );
+    }
+}

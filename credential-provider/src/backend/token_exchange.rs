@@ -1,0 +1,238 @@
+//! `token-exchange`: the pod's service-account token is exchanged for a
+//! registry token at an OAuth 2.0 token endpoint (RFC 8693).
+//!
+//! The endpoint comes from a flag or the environment only, never from a
+//! service-account annotation: an annotation that could redirect the
+//! exchange would let any namespace collect other pods' tokens.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use cloud_access::SecureEndpoint;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+use super::passthrough::{PassthroughError, service_account_token};
+use super::{BackendError, CredentialBackend};
+use crate::image;
+use crate::jwt;
+use crate::protocol::{CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
+
+pub const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+pub const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+
+/// What to ask the token endpoint for.
+#[derive(Debug, Clone)]
+pub struct ExchangeSettings {
+    pub endpoint: SecureEndpoint,
+    pub username: String,
+    pub subject_token_type: String,
+    pub requested_token_type: Option<String>,
+    pub audience: Option<String>,
+    pub scope: Option<String>,
+    pub resource: Option<String>,
+    pub client_id: Option<String>,
+    pub timeout: Duration,
+    pub expiry_margin: Duration,
+}
+
+#[derive(Debug)]
+pub struct TokenExchangeBackend {
+    settings: ExchangeSettings,
+    client: reqwest::Client,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenExchangeError {
+    #[error(transparent)]
+    Token(#[from] PassthroughError),
+    #[error(
+        "token endpoint {endpoint} did not answer within {timeout:?}: check that it is reachable from the node, or raise --timeout (below kubelet's 1m limit)"
+    )]
+    Timeout { endpoint: String, timeout: Duration },
+    #[error("cannot reach token endpoint {endpoint}: {reason}")]
+    Connect { endpoint: String, reason: String },
+    #[error("token endpoint {endpoint} refused the exchange with HTTP {status}{detail}")]
+    Refused {
+        endpoint: String,
+        status: u16,
+        detail: String,
+    },
+    #[error("token endpoint {endpoint} answered HTTP {status} without a token response: {problem}")]
+    BadAnswer {
+        endpoint: String,
+        status: u16,
+        problem: &'static str,
+    },
+    #[error("{0}")]
+    Client(#[from] cloud_access::HttpClientError),
+}
+
+/// RFC 6749 §5.1 and RFC 8693 §2.2.1; unknown fields are ignored.
+#[derive(Deserialize)]
+struct TokenResponse {
+    access_token: Option<String>,
+    expires_in: Option<serde_json::Number>,
+}
+
+/// RFC 6749 §5.2.
+#[derive(Deserialize)]
+struct OAuthError {
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+impl TokenExchangeBackend {
+    pub fn new(settings: ExchangeSettings) -> Result<Self, TokenExchangeError> {
+        let user_agent = concat!("cloud-credential-provider/", env!("CARGO_PKG_VERSION"));
+        let client = cloud_access::http_client(user_agent, settings.timeout)?;
+        Ok(Self { settings, client })
+    }
+
+    async fn exchange(&self, request: &CredentialRequest) -> Result<Credentials, TokenExchangeError> {
+        let subject_token = service_account_token(request)?;
+        let settings = &self.settings;
+        let endpoint = settings.endpoint.to_string();
+        let mut form: Vec<(&str, &str)> = vec![
+            ("grant_type", GRANT_TYPE),
+            ("subject_token", subject_token.expose_secret()),
+            ("subject_token_type", &settings.subject_token_type),
+        ];
+        let optional = [
+            ("requested_token_type", &settings.requested_token_type),
+            ("audience", &settings.audience),
+            ("scope", &settings.scope),
+            ("resource", &settings.resource),
+            ("client_id", &settings.client_id),
+        ];
+        form.extend(
+            optional
+                .iter()
+                .filter_map(|(name, value)| value.as_deref().map(|v| (*name, v))),
+        );
+
+        tracing::debug!(%endpoint, image = %request.image, "exchanging the service-account token");
+        let response = self
+            .client
+            .post(settings.endpoint.url().clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(e))?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(|e| self.transport_error(e))?;
+        tracing::debug!(%endpoint, status, "token endpoint answered");
+
+        if !(200..300).contains(&status) {
+            return Err(TokenExchangeError::Refused {
+                endpoint,
+                status,
+                detail: oauth_error_detail(&body, subject_token.expose_secret()),
+            });
+        }
+        let bad = |problem| TokenExchangeError::BadAnswer {
+            endpoint: endpoint.clone(),
+            status,
+            problem,
+        };
+        let answer: TokenResponse =
+            serde_json::from_slice(&body).map_err(|_| bad("the body is not a JSON token response"))?;
+        let access_token = answer
+            .access_token
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| bad("\"access_token\" is missing or empty"))?;
+
+        let now = SystemTime::now();
+        let mut lifetimes = Vec::new();
+        // JSON numbers are finite; a negative or absurd lifetime is clamped.
+        if let Some(seconds) = answer.expires_in.as_ref().and_then(serde_json::Number::as_f64)
+            && seconds.is_finite()
+        {
+            lifetimes.push(Duration::from_secs_f64(seconds.clamp(0.0, 1e9)));
+        }
+        // An opaque access token is fine; a JWT's own expiry also bounds the cache.
+        if let Ok(expires_at) = jwt::expiry("access_token", &access_token) {
+            lifetimes.push(expires_at.duration_since(now).unwrap_or_default());
+        }
+        let cache_duration = lifetimes
+            .into_iter()
+            .min()
+            .map(|lifetime| lifetime.saturating_sub(settings.expiry_margin));
+
+        let repository = image::repository(&request.image);
+        let mut auth = BTreeMap::new();
+        auth.insert(
+            image::registry(&repository).to_owned(),
+            RegistryAuth {
+                username: settings.username.clone(),
+                password: SecretString::from(access_token),
+            },
+        );
+        Ok(Credentials {
+            cache_key_type: CacheKeyType::Registry,
+            cache_duration,
+            auth,
+        })
+    }
+
+    fn transport_error(&self, error: reqwest::Error) -> TokenExchangeError {
+        let endpoint = self.settings.endpoint.to_string();
+        if error.is_timeout() {
+            return TokenExchangeError::Timeout {
+                endpoint,
+                timeout: self.settings.timeout,
+            };
+        }
+        // reqwest's chain names the cause (DNS, refused, TLS) without the body.
+        let error = error.without_url();
+        let mut reason = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            reason.push_str(": ");
+            reason.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        TokenExchangeError::Connect { endpoint, reason }
+    }
+}
+
+/// `: error_code (description)` from an OAuth error body, with the subject
+/// token removed in case the endpoint echoes it, and bounded in length.
+fn oauth_error_detail(body: &[u8], subject_token: &str) -> String {
+    let Ok(OAuthError {
+        error: Some(code),
+        error_description,
+    }) = serde_json::from_slice::<OAuthError>(body)
+    else {
+        return String::new();
+    };
+    let mut detail = format!(": {code}");
+    if let Some(description) = error_description.filter(|d| !d.is_empty()) {
+        let cleaned = description.replace(subject_token, "<redacted>");
+        let short: String = cleaned.chars().take(200).collect();
+        detail.push_str(&format!(" ({short})"));
+    }
+    detail.replace(subject_token, "<redacted>")
+}
+
+impl CredentialBackend for TokenExchangeBackend {
+    async fn credentials(&self, request: &CredentialRequest) -> Result<Credentials, BackendError> {
+        Ok(self.exchange(request).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oauth_error_detail_names_the_code_and_hides_the_token() {
+        let body = br#"{"error":"invalid_grant","error_description":"token eyJsecret is not trusted"}"#;
+        assert_eq!(
+            oauth_error_detail(body, "eyJsecret"),
+            ": invalid_grant (token <redacted> is not trusted)"
+        );
+        assert_eq!(oauth_error_detail(b"<html>nope</html>", "x"), "");
+    }
+}

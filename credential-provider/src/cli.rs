@@ -1,0 +1,199 @@
+//! Command line: one subcommand per backend (kubelet runs the binary with
+//! the provider's `args`), plus the operator's tools. Every flag has an
+//! environment variable, since kubelet's config can also pass `env`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use cloud_access::SecureEndpoint;
+use cloud_access::logging::LogFormat;
+
+use crate::go_duration;
+
+/// kubelet image credential provider: reads a CredentialProviderRequest on
+/// stdin and writes a CredentialProviderResponse on stdout.
+///
+/// On failure it exits 1 with nothing on stdout and one line on stderr
+/// saying what failed and how to fix it; kubelet logs that line.
+#[derive(Debug, Parser)]
+#[command(name = "cloud-credential-provider", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Log level or tracing filter for diagnostics on stderr (kubelet shows
+    /// stderr only when the plugin fails). Credentials are never logged.
+    #[arg(
+        long,
+        env = "CLOUD_CREDENTIAL_PROVIDER_LOG_LEVEL",
+        default_value = "error",
+        global = true
+    )]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Credentials from a Docker config.json file, for the entries that serve
+    /// the image's registry (cacheKeyType Registry).
+    Static(StaticArgs),
+    /// The pod's service-account token (KEP-4412) as the registry password,
+    /// cached until shortly before the token expires. Needs a v1 provider
+    /// with tokenAttributes and cacheType Token.
+    Passthrough(PassthroughArgs),
+    /// Exchanges the pod's service-account token for a registry token at an
+    /// OAuth 2.0 token endpoint (RFC 8693).
+    TokenExchange(Box<TokenExchangeArgs>),
+    /// Print the providers of a kubelet CredentialProviderConfig that kubelet
+    /// would run for IMAGE, one name per line, in config order.
+    Explain(ExplainArgs),
+    /// Validate a kubelet CredentialProviderConfig (file or directory) with
+    /// kubelet's rules; print every problem with its field path; exit 1 if any.
+    CheckConfig(CheckConfigArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StaticArgs {
+    /// Docker config.json whose "auths" entries hold the credentials
+    /// (`auth` as base64 of user:password, or `username` and `password`).
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_DOCKER_CONFIG", value_name = "FILE")]
+    pub docker_config: PathBuf,
+    /// How long kubelet may cache the answer (Go duration such as 5m or
+    /// 1h0m0s). Unset: the provider's defaultCacheDuration applies.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CACHE_DURATION", value_parser = parse_duration, value_name = "DURATION")]
+    pub cache_duration: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExpiryArgs {
+    /// Time before a token's expiry at which kubelet should stop using a
+    /// cached answer (Go duration).
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_EXPIRY_MARGIN", value_parser = parse_duration, default_value = "1m", value_name = "DURATION")]
+    pub expiry_margin: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct PassthroughArgs {
+    /// Username sent with the token (Harbor expects `jwt`).
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_USERNAME", default_value = "jwt")]
+    pub username: String,
+    #[command(flatten)]
+    pub expiry: ExpiryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenExchangeArgs {
+    /// Token endpoint URL: https, or http on a loopback address only. Taken
+    /// from this flag or its variable, never from an annotation.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_TOKEN_ENDPOINT", value_parser = parse_endpoint, value_name = "URL")]
+    pub token_endpoint: SecureEndpoint,
+    /// Username sent with the exchanged token.
+    #[arg(
+        long,
+        env = "CLOUD_CREDENTIAL_PROVIDER_USERNAME",
+        default_value = "oauth2accesstoken"
+    )]
+    pub username: String,
+    /// `audience` parameter of the exchange.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_AUDIENCE")]
+    pub audience: Option<String>,
+    /// `scope` parameter of the exchange.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_SCOPE")]
+    pub scope: Option<String>,
+    /// `resource` parameter of the exchange.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_RESOURCE")]
+    pub resource: Option<String>,
+    /// `client_id` parameter, for endpoints that want to know the client.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CLIENT_ID")]
+    pub client_id: Option<String>,
+    /// `requested_token_type` parameter.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REQUESTED_TOKEN_TYPE")]
+    pub requested_token_type: Option<String>,
+    /// `subject_token_type` of the service-account token.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_SUBJECT_TOKEN_TYPE", default_value = crate::backend::token_exchange::JWT_TOKEN_TYPE)]
+    pub subject_token_type: String,
+    /// Deadline of the whole exchange, below kubelet's 1m kill (at most 50s).
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", value_parser = parse_timeout, default_value = "20s", value_name = "DURATION")]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub expiry: ExpiryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// kubelet CredentialProviderConfig: a JSON or YAML file, or a directory.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CONFIG", value_name = "PATH")]
+    pub config: PathBuf,
+    /// Image to pull, with or without tag or digest (nginx:1.27 counts as
+    /// docker.io/library/nginx, as in kubelet).
+    pub image: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// kubelet CredentialProviderConfig: a JSON or YAML file, or a directory.
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    go_duration::parse_non_negative(text).map_err(|e| e.to_string())
+}
+
+/// kubelet kills the plugin after one minute; leave room to report.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(50);
+
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = parse_duration(text)?;
+    if timeout.is_zero() || timeout > MAX_TIMEOUT {
+        return Err(format!(
+            "{text:?} is out of range: use more than 0s and at most 50s, so the answer arrives before kubelet kills the plugin at 1m"
+        ));
+    }
+    Ok(timeout)
+}
+
+fn parse_endpoint(text: &str) -> Result<SecureEndpoint, String> {
+    SecureEndpoint::parse("--token-endpoint", text).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn timeouts_stay_below_kubelets_kill() {
+        assert!(parse_timeout("20s").is_ok());
+        assert!(parse_timeout("59s").unwrap_err().contains("at most 50s"));
+        assert!(parse_timeout("0s").is_err());
+    }
+
+    #[test]
+    fn insecure_endpoints_are_refused_at_parse_time() {
+        let err = Cli::try_parse_from([
+            "cloud-credential-provider",
+            "token-exchange",
+            "--token-endpoint",
+            "http://sts.example.com/token",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--token-endpoint") && err.contains("https://"), "{err}");
+    }
+}

@@ -1,0 +1,241 @@
+//! kubelet's `CredentialProviderConfig` (`kubelet.config.k8s.io/{v1alpha1,
+//! v1beta1,v1}`): read as kubelet reads it, from one JSON or YAML file or a
+//! directory of them, with kubelet's strict decoding.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+mod validate;
+
+pub use validate::{FieldError, validate};
+
+pub const CONFIG_GROUP: &str = "kubelet.config.k8s.io";
+pub const CONFIG_VERSIONS: [&str; 3] = ["v1alpha1", "v1beta1", "v1"];
+pub const CONFIG_KIND: &str = "CredentialProviderConfig";
+
+/// The providers of one or more config files, in kubelet's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CredentialProviderConfig {
+    pub providers: Vec<Provider>,
+    /// The file each provider came from, for messages.
+    pub sources: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Provider {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub match_images: Vec<String>,
+    /// Kept as text; validation parses it as kubelet does.
+    #[serde(default)]
+    pub default_cache_duration: Option<String>,
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<ExecEnvVar>,
+    #[serde(default)]
+    pub token_attributes: Option<TokenAttributes>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecEnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TokenAttributes {
+    #[serde(default)]
+    pub service_account_token_audience: String,
+    #[serde(default)]
+    pub cache_type: String,
+    #[serde(default)]
+    pub require_service_account: Option<bool>,
+    #[serde(default)]
+    pub required_service_account_annotation_keys: Vec<String>,
+    #[serde(default)]
+    pub optional_service_account_annotation_keys: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ConfigFile {
+    #[allow(dead_code)]
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    #[serde(default)]
+    providers: Vec<Provider>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("{path}: no *.json, *.yaml or *.yml files in this directory")]
+    EmptyDirectory { path: PathBuf },
+    #[error("{path}: {reason}")]
+    Syntax { path: PathBuf, reason: String },
+    #[error(
+        "{path}: apiVersion {found:?} is not a CredentialProviderConfig version: use kubelet.config.k8s.io/v1 (or v1beta1, v1alpha1)"
+    )]
+    ApiVersion { path: PathBuf, found: String },
+    #[error("{path}: kind {found:?} is wrong: use kind: CredentialProviderConfig")]
+    Kind { path: PathBuf, found: String },
+    #[error("{path}: {field}: {reason}")]
+    Field {
+        path: PathBuf,
+        field: String,
+        reason: String,
+    },
+    #[error("{path}: duplicate provider name {name:?} (also in {first}): each provider name must be unique")]
+    DuplicateName {
+        path: PathBuf,
+        name: String,
+        first: PathBuf,
+    },
+}
+
+/// Reads a config file, or every `*.json`/`*.yaml`/`*.yml` file of a
+/// directory in lexical order with their providers merged, as kubelet does.
+pub fn load(path: &Path) -> Result<CredentialProviderConfig, ConfigError> {
+    let read_error = |path: &Path, e: std::io::Error| ConfigError::Read {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    };
+    let metadata = std::fs::metadata(path).map_err(|e| read_error(path, e))?;
+    let files = if metadata.is_dir() {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| read_error(path, e))? {
+            let entry = entry.map_err(|e| read_error(path, e))?;
+            let file = entry.path();
+            let is_config = matches!(file.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml"));
+            if is_config && !entry.file_type().map_err(|e| read_error(&file, e))?.is_dir() {
+                files.push(file);
+            }
+        }
+        files.sort();
+        if files.is_empty() {
+            return Err(ConfigError::EmptyDirectory { path: path.to_owned() });
+        }
+        files
+    } else {
+        vec![path.to_owned()]
+    };
+
+    let mut config = CredentialProviderConfig {
+        providers: Vec::new(),
+        sources: Vec::new(),
+    };
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| read_error(&file, e))?;
+        for provider in decode(&file, &text)? {
+            // kubelet refuses a repeated name while merging, even in one file.
+            if let Some(i) = config.providers.iter().position(|p| p.name == provider.name) {
+                return Err(ConfigError::DuplicateName {
+                    path: file.clone(),
+                    name: provider.name,
+                    first: config.sources[i].clone(),
+                });
+            }
+            config.providers.push(provider);
+            config.sources.push(file.clone());
+        }
+    }
+    Ok(config)
+}
+
+/// Decodes one file's text (JSON is YAML too), strictly: unknown and
+/// duplicate fields are errors, as in kubelet.
+pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
+    let syntax = |reason: String| ConfigError::Syntax {
+        path: path.to_owned(),
+        reason,
+    };
+    // Through YAML's own value first: it refuses duplicate keys, as kubelet does.
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|e| syntax(e.to_string()))?;
+    let value = serde_json::to_value(yaml).map_err(|e| syntax(e.to_string()))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| syntax("the file must hold one CredentialProviderConfig object".into()))?;
+    let text_field = |name: &str| object.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let api_version = text_field("apiVersion");
+    let kind = text_field("kind");
+    if kind.is_empty() {
+        return Err(syntax("\"kind\" is missing: use kind: CredentialProviderConfig".into()));
+    }
+    let version_ok = api_version
+        .split_once('/')
+        .is_some_and(|(group, version)| group == CONFIG_GROUP && CONFIG_VERSIONS.contains(&version));
+    if !version_ok {
+        return Err(ConfigError::ApiVersion {
+            path: path.to_owned(),
+            found: api_version,
+        });
+    }
+    if kind != CONFIG_KIND {
+        return Err(ConfigError::Kind {
+            path: path.to_owned(),
+            found: kind,
+        });
+    }
+    let file: ConfigFile = serde_path_to_error::deserialize(value).map_err(|e| ConfigError::Field {
+        path: path.to_owned(),
+        field: e.path().to_string(),
+        reason: e.into_inner().to_string(),
+    })?;
+    Ok(file.providers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_text(text: &str) -> Result<Vec<Provider>, ConfigError> {
+        decode(Path::new("config.yaml"), text)
+    }
+
+    #[test]
+    fn reads_yaml_and_json() {
+        let yaml = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: p\n  matchImages: [\"*.reg.io\"]\n  defaultCacheDuration: 10m\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n";
+        let providers = decode_text(yaml).unwrap();
+        assert_eq!(providers[0].name, "p");
+        assert_eq!(providers[0].default_cache_duration.as_deref(), Some("10m"));
+        let json = r#"{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"CredentialProviderConfig","providers":[]}"#;
+        assert!(decode_text(json).unwrap().is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_are_errors_with_their_path() {
+        let yaml = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: p\n  matchImage: [x]\n";
+        match decode_text(yaml).unwrap_err() {
+            ConfigError::Field { field, reason, .. } => {
+                assert_eq!(field, "providers[0].matchImage");
+                assert!(reason.contains("unknown field `matchImage`"), "{reason}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn wrong_group_version_and_kind_are_refused() {
+        let bad_version = "apiVersion: kubelet.config.k8s.io/v2\nkind: CredentialProviderConfig\n";
+        assert!(matches!(decode_text(bad_version), Err(ConfigError::ApiVersion { .. })));
+        let bad_kind = "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n";
+        assert!(matches!(decode_text(bad_kind), Err(ConfigError::Kind { .. })));
+        assert!(matches!(
+            decode_text("apiVersion: x\n"),
+            Err(ConfigError::Syntax { .. })
+        ));
+        let duplicate_key =
+            "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nkind: CredentialProviderConfig\n";
+        assert!(matches!(decode_text(duplicate_key), Err(ConfigError::Syntax { .. })));
+    }
+}

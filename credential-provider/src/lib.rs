@@ -1,0 +1,169 @@
+//! `cloud-credential-provider`: a kubelet image credential provider (exec
+//! plugin). The binary is a thin shell around [`run`]; each step is a
+//! function tests call directly.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+pub mod backend;
+pub mod cli;
+pub mod go_duration;
+pub mod image;
+pub mod jwt;
+pub mod kubelet_config;
+pub mod matching;
+pub mod protocol;
+
+use backend::{
+    BackendError, CredentialBackend, PassthroughBackend, StaticBackend, TokenExchangeBackend,
+    token_exchange::ExchangeSettings,
+};
+use cli::{Cli, Command};
+use kubelet_config::{ConfigError, CredentialProviderConfig, FieldError};
+use protocol::RequestError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Request(#[from] RequestError),
+    #[error("{0}")]
+    Backend(#[from] BackendError),
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot read stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("cannot write to stdout: {0}")]
+    Stdout(std::io::Error),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("{0}")]
+    Logging(#[from] cloud_access::logging::LogLevelError),
+}
+
+/// Runs one invocation. Provider subcommands read the request from `stdin`;
+/// only a complete answer is written to `stdout`.
+pub fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, RunError> {
+    cloud_access::logging::init(&cli.log.log_level, cli.log.log_format)?;
+    match cli.command {
+        Command::Static(args) => {
+            let backend = StaticBackend::new(args.docker_config, args.cache_duration);
+            serve_request(&backend, stdin, stdout)
+        }
+        Command::Passthrough(args) => {
+            let backend = PassthroughBackend::new(args.username, args.expiry.expiry_margin);
+            serve_request(&backend, stdin, stdout)
+        }
+        Command::TokenExchange(args) => {
+            let args = *args;
+            let backend = TokenExchangeBackend::new(ExchangeSettings {
+                endpoint: args.token_endpoint,
+                username: args.username,
+                subject_token_type: args.subject_token_type,
+                requested_token_type: args.requested_token_type,
+                audience: args.audience,
+                scope: args.scope,
+                resource: args.resource,
+                client_id: args.client_id,
+                timeout: args.timeout,
+                expiry_margin: args.expiry.expiry_margin,
+            })
+            .map_err(BackendError::from)?;
+            serve_request(&backend, stdin, stdout)
+        }
+        Command::Explain(args) => {
+            let config = kubelet_config::load(&args.config)?;
+            let mut out = String::new();
+            for name in explain(&config, &args.image) {
+                out.push_str(name);
+                out.push('\n');
+            }
+            write_all(stdout, out.as_bytes())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckConfig(args) => {
+            let (report, ok) = check_config(&args.path);
+            write_all(stdout, report.as_bytes())?;
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+    }
+}
+
+/// Reads one request, asks `backend`, writes the answer in the request's
+/// version. Nothing reaches stdout unless the whole answer is ready.
+pub fn serve_request(
+    backend: &impl CredentialBackend,
+    mut stdin: impl Read,
+    stdout: impl Write,
+) -> Result<ExitCode, RunError> {
+    let mut input = Vec::new();
+    stdin.read_to_end(&mut input).map_err(RunError::Stdin)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    let answer = runtime.block_on(answer_request(backend, &input))?;
+    write_all(stdout, &answer)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The decision itself: request bytes in, response bytes out.
+pub async fn answer_request(backend: &impl CredentialBackend, input: &[u8]) -> Result<Vec<u8>, RunError> {
+    let request = protocol::decode_request(input)?;
+    tracing::debug!(
+        image = %request.image,
+        api_version = request.api_version.as_str(),
+        has_service_account_token = request.service_account_token.is_some(),
+        "credential request"
+    );
+    let credentials = backend.credentials(&request).await?;
+    tracing::debug!(
+        keys = ?credentials.auth.keys().collect::<Vec<_>>(),
+        cache_key_type = ?credentials.cache_key_type,
+        cache_duration = ?credentials.cache_duration,
+        "credential response"
+    );
+    Ok(protocol::encode_response(request.api_version, &credentials))
+}
+
+/// The providers kubelet would run for `image`, in config order.
+pub fn explain<'a>(config: &'a CredentialProviderConfig, image: &str) -> Vec<&'a str> {
+    let repository = image::repository(image);
+    config
+        .providers
+        .iter()
+        .filter(|p| {
+            p.match_images
+                .iter()
+                .any(|pattern| matching::matches(pattern, &repository))
+        })
+        .map(|p| p.name.as_str())
+        .collect()
+}
+
+/// A human report of every problem in a config, and whether kubelet would
+/// accept it.
+pub fn check_config(path: &Path) -> (String, bool) {
+    let shown = path.display();
+    match kubelet_config::load(path) {
+        Err(e) => (format!("{e}\n"), false),
+        Ok(config) => {
+            let problems: Vec<FieldError> = kubelet_config::validate(&config);
+            if problems.is_empty() {
+                let n = config.providers.len();
+                let noun = if n == 1 { "provider" } else { "providers" };
+                (format!("{shown}: valid ({n} {noun})\n"), true)
+            } else {
+                let lines: String = problems.iter().map(|p| format!("{shown}: {p}\n")).collect();
+                (lines, false)
+            }
+        }
+    }
+}
+
+fn write_all(mut stdout: impl Write, bytes: &[u8]) -> Result<(), RunError> {
+    stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .map_err(RunError::Stdout)
+}

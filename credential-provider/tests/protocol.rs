@@ -1,0 +1,116 @@
+//! The wire protocol end to end: golden requests and responses for every
+//! API version, and every kind of bad input.
+
+mod common;
+
+use common::{data, request, run};
+
+const STATIC_ARGS: [&str; 5] = ["static", "--docker-config", "", "--cache-duration", "10m"];
+
+fn static_args(config: &str) -> Vec<String> {
+    let mut args: Vec<String> = STATIC_ARGS.iter().map(|s| s.to_string()).collect();
+    args[2] = data(config).display().to_string();
+    args
+}
+
+fn run_static(config: &str, stdin: &[u8]) -> common::Output {
+    let args = static_args(config);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(&args, stdin)
+}
+
+#[test]
+fn golden_responses_in_each_request_version() {
+    for version in ["v1alpha1", "v1beta1", "v1"] {
+        let stdin = std::fs::read(data(&format!("request-static-{version}.json"))).unwrap();
+        let want = std::fs::read_to_string(data(&format!("response-static-{version}.json"))).unwrap();
+        let out = run_static("docker-config.json", &stdin);
+        assert_eq!(out.status, 0, "{version}: {}", out.stderr);
+        assert_eq!(out.stdout, want, "{version}: response differs from the golden file");
+        assert!(out.stderr.is_empty(), "{version}: stderr on success: {}", out.stderr);
+    }
+}
+
+#[test]
+fn answers_in_the_requests_own_version() {
+    for version in ["v1alpha1", "v1beta1", "v1"] {
+        let out = run_static("docker-config.json", &request(version, "localhost:5000/app", None));
+        let response = common::response(&out.stdout);
+        assert_eq!(
+            response["apiVersion"],
+            format!("credentialprovider.kubelet.k8s.io/{version}")
+        );
+        assert_eq!(response["kind"], "CredentialProviderResponse");
+        assert_eq!(response["auth"]["localhost:5000"]["username"], "local");
+    }
+}
+
+#[test]
+fn emits_only_fields_kubelet_knows() {
+    let out = run_static(
+        "docker-config.json",
+        &request("v1", "registry.example.com/team-b/app", None),
+    );
+    let response = common::response(&out.stdout);
+    let mut fields: Vec<&str> = response.as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(fields, ["apiVersion", "auth", "cacheDuration", "cacheKeyType", "kind"]);
+    for entry in response["auth"].as_object().unwrap().values() {
+        let mut keys: Vec<&str> = entry.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["password", "username"]);
+    }
+}
+
+#[test]
+fn bad_input_exits_1_with_one_clear_line_and_no_stdout() {
+    let cases: [(&[u8], &str); 8] = [
+        (b"", "no CredentialProviderRequest on stdin"),
+        (b"   \n", "no CredentialProviderRequest on stdin"),
+        (b"{\"apiVersion\":", "stdin is not valid JSON"),
+        (b"[1,2]", "stdin is not a JSON object"),
+        (
+            br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","image":"r.io/a"}"#,
+            "field \"kind\" is \"CredentialProviderResponse\": expected \"CredentialProviderRequest\"",
+        ),
+        (
+            br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v2","kind":"CredentialProviderRequest","image":"r.io/a"}"#,
+            "field \"apiVersion\" is \"credentialprovider.kubelet.k8s.io/v2\"",
+        ),
+        (
+            br#"{"kind":"CredentialProviderRequest","image":"r.io/a"}"#,
+            "field \"apiVersion\" is missing",
+        ),
+        (
+            br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":""}"#,
+            "field \"image\" is missing",
+        ),
+    ];
+    for (stdin, want) in cases {
+        let out = run_static("docker-config.json", stdin);
+        assert_eq!(out.status, 1, "{:?}", String::from_utf8_lossy(stdin));
+        assert!(out.stdout.is_empty(), "stdout must stay empty: {:?}", out.stdout);
+        assert_eq!(out.stderr.lines().count(), 1, "one line: {:?}", out.stderr);
+        assert!(out.stderr.contains(want), "{:?} should contain {want:?}", out.stderr);
+    }
+}
+
+#[test]
+fn missing_token_is_a_clear_error() {
+    for version in ["v1", "v1beta1"] {
+        let out = run(&["passthrough"], &request(version, "harbor.example.com/app", None));
+        assert_eq!(out.status, 1);
+        assert!(out.stdout.is_empty());
+        assert!(out.stderr.contains("tokenAttributes"), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn unknown_flags_and_missing_backends_fail_before_reading_stdin() {
+    let out = run(&["static"], b"");
+    assert_eq!(out.status, 1, "usage errors are failures too: {}", out.stderr);
+    assert!(out.stderr.contains("--docker-config"), "{}", out.stderr);
+    let out = run(&[], b"");
+    assert_ne!(out.status, 0);
+    assert!(out.stdout.is_empty());
+}

@@ -1,0 +1,174 @@
+//! `passthrough` and `token-exchange` end to end, the latter against a real
+//! token endpoint on loopback.
+
+mod common;
+
+use common::token_server::{OPAQUE_TOKEN, TokenServer};
+use common::{go_seconds, request, response, run, service_account_token};
+
+#[test]
+fn passthrough_returns_the_token_until_shortly_before_it_expires() {
+    let token = service_account_token(3600);
+    let out = run(
+        &["passthrough", "--username", "jwt", "--expiry-margin", "5m"],
+        &request("v1", "harbor.example.com/team/app", Some(&token)),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let response = response(&out.stdout);
+    assert_eq!(response["auth"]["harbor.example.com"]["username"], "jwt");
+    assert_eq!(response["auth"]["harbor.example.com"]["password"], token);
+    let cached = go_seconds(response["cacheDuration"].as_str().unwrap());
+    assert!((3290..=3300).contains(&cached), "3600s less 5m margin, got {cached}");
+}
+
+#[test]
+fn passthrough_refuses_an_expired_token() {
+    let token = common::jwt(&serde_json::json!({"exp": common::now() - 120}));
+    let out = run(&["passthrough"], &request("v1", "harbor.example.com/app", Some(&token)));
+    assert_eq!(out.status, 1);
+    assert!(out.stdout.is_empty());
+    assert!(out.stderr.contains("serviceAccountToken expired"), "{}", out.stderr);
+}
+
+#[test]
+fn exchange_sends_rfc8693_parameters_and_returns_the_access_token() {
+    let server = TokenServer::start();
+    let token = service_account_token(3600);
+    let url = server.url("/opaque");
+    let out = run(
+        &[
+            "token-exchange",
+            "--token-endpoint",
+            &url,
+            "--audience",
+            "registry.example.com",
+            "--scope",
+            "repository:team/app:pull",
+            "--username",
+            "robot",
+            "--expiry-margin",
+            "1m",
+        ],
+        &request("v1", "registry.example.com/team/app", Some(&token)),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let response = response(&out.stdout);
+    assert_eq!(response["auth"]["registry.example.com"]["username"], "robot");
+    assert_eq!(response["auth"]["registry.example.com"]["password"], OPAQUE_TOKEN);
+    assert_eq!(response["cacheKeyType"], "Registry");
+    assert_eq!(response["cacheDuration"], "9m0s", "expires_in 600s less 1m");
+
+    let form = server.last_form();
+    assert_eq!(form["grant_type"], "urn:ietf:params:oauth:grant-type:token-exchange");
+    assert_eq!(form["subject_token"], token);
+    assert_eq!(form["subject_token_type"], "urn:ietf:params:oauth:token-type:jwt");
+    assert_eq!(form["audience"], "registry.example.com");
+    assert_eq!(form["scope"], "repository:team/app:pull");
+    assert!(!form.contains_key("resource") && !form.contains_key("client_id"));
+}
+
+#[test]
+fn exchange_caches_for_the_shorter_of_expires_in_and_the_jwt_expiry() {
+    let server = TokenServer::start();
+    let url = server.url("/jwt");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url, "--expiry-margin", "0s"],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // expires_in says 2h, the JWT itself 1h: the JWT wins.
+    let cached = go_seconds(response(&out.stdout)["cacheDuration"].as_str().unwrap());
+    assert!((3590..=3600).contains(&cached), "got {cached}");
+}
+
+#[test]
+fn exchange_without_expiry_leaves_caching_to_kubelets_default() {
+    let server = TokenServer::start();
+    let url = server.url("/no-expiry");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(response(&out.stdout).get("cacheDuration").is_none());
+}
+
+#[test]
+fn exchange_failures_are_one_clear_line() {
+    let server = TokenServer::start();
+    let token = service_account_token(600);
+    let cases = [
+        (
+            "/denied",
+            vec![],
+            "refused the exchange with HTTP 400: invalid_grant (subject token <redacted> is not trusted",
+        ),
+        (
+            "/garbage",
+            vec![],
+            "answered HTTP 200 without a token response: the body is not a JSON token response",
+        ),
+        ("/no-token", vec![], "\"access_token\" is missing or empty"),
+        ("/missing-route", vec![], "refused the exchange with HTTP 404"),
+        ("/slow", vec!["--timeout", "1s"], "did not answer within 1s"),
+    ];
+    for (path, extra, want) in cases {
+        let url = server.url(path);
+        let mut args = vec!["token-exchange", "--token-endpoint", url.as_str()];
+        args.extend(extra);
+        let out = run(&args, &request("v1", "registry.example.com/app", Some(&token)));
+        assert_eq!(out.status, 1, "{path}");
+        assert!(out.stdout.is_empty(), "{path}");
+        assert_eq!(out.stderr.lines().count(), 1, "{path}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(want),
+            "{path}: {:?} should contain {want:?}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(&url), "{path}: names the endpoint: {}", out.stderr);
+        assert!(!out.stderr.contains(&token), "{path}: token leaked: {}", out.stderr);
+    }
+}
+
+#[test]
+fn exchange_reports_an_unreachable_endpoint() {
+    // Bind and drop to get a loopback port with nothing listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/token");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+    );
+    assert_eq!(out.status, 1);
+    assert!(out.stderr.contains("cannot reach token endpoint"), "{}", out.stderr);
+}
+
+#[test]
+fn exchange_requires_a_service_account_token() {
+    let server = TokenServer::start();
+    let url = server.url("/opaque");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url],
+        &request("v1", "registry.example.com/app", None),
+    );
+    assert_eq!(out.status, 1);
+    assert!(out.stderr.contains("no serviceAccountToken"), "{}", out.stderr);
+    assert!(
+        server.received.lock().unwrap().is_empty(),
+        "nothing is sent without a token"
+    );
+}
+
+#[test]
+fn exchange_refuses_plain_http_off_loopback() {
+    let out = run(
+        &["token-exchange", "--token-endpoint", "http://sts.example.com/token"],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+    );
+    assert_eq!(out.status, 1);
+    assert!(out.stderr.contains("use an https:// URL"), "{}", out.stderr);
+}
