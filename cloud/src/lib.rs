@@ -3,6 +3,7 @@
 //! may receive a credential.
 
 pub mod endpoint;
+pub mod go_duration;
 pub mod http;
 pub mod logging;
 

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use cloud_access::SecureEndpoint;
 use cloud_access::logging::LogFormat;
 
-use crate::go_duration;
+use cloud_access::go_duration;
 
 /// kubelet image credential provider: reads a CredentialProviderRequest on
 /// stdin and writes a CredentialProviderResponse on stdout.

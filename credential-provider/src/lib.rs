@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 pub mod backend;
 pub mod cli;
-pub mod go_duration;
 pub mod image;
 pub mod jwt;
 pub mod kubelet_config;

@@ -13,7 +13,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::go_duration;
+use cloud_access::go_duration;
 
 pub const REQUEST_KIND: &str = "CredentialProviderRequest";
 pub const RESPONSE_KIND: &str = "CredentialProviderResponse";

@@ -1,23 +1,26 @@
-//! `pv-topology-webhook`: work in progress; this crate holds its command-line surface so
-//! far. See the project's issues for what lands next.
+//! `pv-topology-webhook`: see the library crate for what it does.
+
+use std::process::ExitCode;
 
 use clap::Parser;
+use pv_topology_webhook::cli::Cli;
 
-/// Mutating admission webhook that gives manually created PersistentVolumes their topology (zone/region labels and nodeAffinity).
-#[derive(Debug, Parser)]
-#[command(name = "pv-topology-webhook", version, arg_required_else_help = true)]
-struct Args {}
-
-fn main() {
-    let Args {} = Args::parse();
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    #[test]
-    fn command_line_is_well_formed() {
-        super::Args::command().debug_assert();
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Installed once, before anything can open a TLS connection; a second install is the
+    // only failure and is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Err(error) = cloud_access::logging::init(&cli.log.log_level, cli.log.log_format) {
+        eprintln!("pv-topology-webhook: error: --log-level: {error}");
+        return ExitCode::FAILURE;
+    }
+    match pv_topology_webhook::run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // The library's messages already carry their causes: one line, no chain.
+            eprintln!("pv-topology-webhook: error: {error}");
+            ExitCode::FAILURE
+        }
     }
 }

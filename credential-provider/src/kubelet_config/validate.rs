@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use super::{CredentialProviderConfig, Provider, TokenAttributes};
-use crate::go_duration;
 use crate::matching::parse_schemeless;
 use crate::protocol::ApiVersion;
+use cloud_access::go_duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {

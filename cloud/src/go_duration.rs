@@ -1,4 +1,5 @@
-//! Go's `time.Duration` text form, which kubelet uses for `cacheDuration` in
+//! Go's `time.Duration` text form. Kubernetes users write durations this way,
+//! and kubelet uses it for `cacheDuration` in
 //! a CredentialProviderResponse and `defaultCacheDuration` in its config.
 //!
 //! kubelet parses with `time.ParseDuration`, so `1d` or a bare `60` are

@@ -1,0 +1,211 @@
+//! The lookup interface: bounded TTL cache, and what a failing lookup does to the answer.
+
+mod common;
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use pv_topology_webhook::decision::DecisionConfig;
+use pv_topology_webhook::decision::OnLookupError;
+use pv_topology_webhook::lookup::{CachedLookup, LookupError, TopologyLookup, TtlLruCache};
+use pv_topology_webhook::resolve::Resolver;
+use pv_topology_webhook::review::Reviewer;
+use pv_topology_webhook::source::VolumeIdentity;
+use pv_topology_webhook::topology::Topology;
+use serde_json::json;
+
+const EBS: &str = "ebs.csi.aws.com";
+
+fn cap(n: usize) -> NonZeroUsize {
+    NonZeroUsize::new(n).unwrap()
+}
+
+fn topo(zone: &str) -> Topology {
+    Topology::new([zone], Some("us-east-1".to_owned())).unwrap()
+}
+
+#[test]
+fn cache_is_bounded_and_evicts_least_recently_used() {
+    let cache = TtlLruCache::new(cap(2), Duration::from_secs(60));
+    let now = Instant::now();
+    cache.insert("a", 1, now);
+    cache.insert("b", 2, now);
+    assert_eq!(cache.get(&"a", now), Some(1)); // `a` is now the most recently used
+    cache.insert("c", 3, now);
+    assert_eq!(cache.len(), 2);
+    assert_eq!(cache.get(&"b", now), None);
+    assert_eq!(cache.get(&"a", now), Some(1));
+    assert_eq!(cache.get(&"c", now), Some(3));
+}
+
+#[test]
+fn cache_entries_expire_after_ttl() {
+    let ttl = Duration::from_secs(10);
+    let cache = TtlLruCache::new(cap(4), ttl);
+    let t0 = Instant::now();
+    cache.insert("a", 1, t0);
+    assert_eq!(cache.get(&"a", t0 + Duration::from_secs(9)), Some(1));
+    assert_eq!(cache.get(&"a", t0 + ttl), None);
+    assert!(cache.is_empty(), "an expired entry is dropped when seen");
+    // Re-inserting starts a new lifetime; a clock that went backwards does not expire it.
+    cache.insert("a", 2, t0 + ttl);
+    assert_eq!(cache.get(&"a", t0 + ttl + Duration::from_secs(9)), Some(2));
+    assert_eq!(cache.get(&"a", t0), Some(2));
+}
+
+#[tokio::test]
+async fn cached_lookup_asks_once_and_does_not_cache_failures() {
+    let cached = CachedLookup::new(
+        FakeLookup::new(EBS, Ok(topo("us-east-1a"))),
+        cap(8),
+        Duration::from_secs(60),
+    );
+    let volume = VolumeIdentity::csi(EBS, "vol-1");
+    for _ in 0..3 {
+        assert_eq!(cached.lookup(&volume).await, Ok(topo("us-east-1a")));
+    }
+    assert_eq!(cached.cache().len(), 1);
+    assert_eq!(cached.name(), "fake");
+
+    let failing = CachedLookup::new(
+        FakeLookup::new(EBS, Err(LookupError::Failed("throttled".into()))),
+        cap(8),
+        Duration::from_secs(60),
+    );
+    for _ in 0..3 {
+        assert!(failing.lookup(&volume).await.is_err());
+    }
+    assert!(failing.cache().is_empty());
+}
+
+#[tokio::test]
+async fn cached_lookup_calls_inner_once() {
+    let inner = Arc::new(FakeLookup::new(EBS, Ok(topo("us-east-1a"))));
+    struct Shared(Arc<FakeLookup>);
+    impl TopologyLookup for Shared {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn handles(&self, volume: &VolumeIdentity) -> bool {
+            self.0.handles(volume)
+        }
+        fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> pv_topology_webhook::lookup::LookupFuture<'a> {
+            self.0.lookup(volume)
+        }
+    }
+    let cached = Arc::new(CachedLookup::new(
+        Shared(inner.clone()),
+        cap(8),
+        Duration::from_secs(60),
+    ));
+    let reviewer = with_lookup(cached, OnLookupError::Deny);
+    let body = create_review(pv(csi(EBS, "vol-1"), None));
+    for _ in 0..3 {
+        assert_eq!(review(&reviewer, &body).await.outcome(), "labeled");
+    }
+    assert_eq!(inner.calls(), 1);
+}
+
+#[tokio::test]
+async fn lookup_answer_is_used_after_builtin_and_rules() {
+    let lookup = Arc::new(FakeLookup::new(
+        EBS,
+        Ok(Topology::new(["us-east-1b", "us-east-1a"], Some("us-east-1".into())).unwrap()),
+    ));
+    let reviewer = with_lookup(lookup.clone(), OnLookupError::Deny);
+    let body = create_review(pv(csi(EBS, "vol-1"), None));
+    let answer = assert_idempotent(&reviewer, &body).await;
+    assert_eq!(answer.audit("source"), Some("lookup fake"));
+    let object = patched_object(&body, &answer);
+    assert_eq!(
+        object["metadata"]["labels"]["topology.kubernetes.io/zone"],
+        "us-east-1a__us-east-1b"
+    );
+    assert_eq!(
+        object["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"],
+        json!([{"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["us-east-1a", "us-east-1b"]}])
+    );
+
+    // A rule for the same driver answers first: no lookup.
+    let calls = lookup.calls();
+    let with_rule = Reviewer::new(
+        Resolver::new(rules("rules:\n  - driver: ebs.csi.aws.com\n    zones: [z]\n")).with_lookup(lookup.clone()),
+        DecisionConfig::default(),
+    );
+    assert_eq!(
+        review(&with_rule, &body).await.audit("source"),
+        Some("rule test-rules.yaml#rules[0]")
+    );
+    // A trusted PV is not looked up either.
+    let mut trusted = pv(
+        csi(EBS, "vol-1"),
+        Some(json!({"topology.kubernetes.io/zone": "a", "topology.kubernetes.io/region": "r"})),
+    );
+    trusted["metadata"]["annotations"] = json!({"pv.kubernetes.io/provisioned-by": "ebs.csi.aws.com"});
+    assert_eq!(review(&reviewer, &create_review(trusted)).await.outcome(), "trusted");
+    assert_eq!(lookup.calls(), calls);
+}
+
+#[tokio::test]
+async fn failed_lookup_is_denied_by_default() {
+    let lookup = Arc::new(FakeLookup::new(
+        EBS,
+        Err(LookupError::Failed("UnauthorizedOperation".into())),
+    ));
+    let answer = review(
+        &with_lookup(lookup, OnLookupError::Deny),
+        &create_review(pv(csi(EBS, "vol-0abc"), None)),
+    )
+    .await;
+    assert!(!answer.allowed());
+    assert_eq!(answer.raw_patch(), None);
+    let message = answer.message();
+    assert!(
+        message.contains("vol-0abc") && message.contains("UnauthorizedOperation"),
+        "{message}"
+    );
+    assert!(message.contains("--on-lookup-error=deny"), "{message}");
+    assert_eq!(answer.response()["status"]["code"], 403);
+    assert_eq!(answer.outcome(), "lookup-failed");
+    assert_eq!(answer.audit("source"), Some("lookup fake"));
+}
+
+#[tokio::test]
+async fn failed_lookup_is_allowed_with_warning_when_configured() {
+    let lookup = Arc::new(FakeLookup::new(EBS, Err(LookupError::NotFound)));
+    let answer = review(
+        &with_lookup(lookup, OnLookupError::Allow),
+        &create_review(pv(csi(EBS, "vol-0abc"), None)),
+    )
+    .await;
+    assert!(answer.allowed());
+    assert_eq!(answer.raw_patch(), None);
+    let warnings = answer.warnings();
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].contains("vol-0abc") && warnings[0].contains("volume not found"),
+        "{warnings:?}"
+    );
+    assert_eq!(answer.outcome(), "lookup-failed");
+}
+
+#[tokio::test]
+async fn slow_lookup_hits_the_deadline() {
+    let mut slow = FakeLookup::new(EBS, Ok(topo("us-east-1a")));
+    slow.delay = Some(Duration::from_secs(30));
+    let started = Instant::now();
+    let answer = review(
+        &with_lookup(Arc::new(slow), OnLookupError::Deny),
+        &create_review(pv(csi(EBS, "vol-1"), None)),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(!answer.allowed());
+    assert!(
+        answer.message().contains("timed out after 200ms"),
+        "{}",
+        answer.message()
+    );
+}
