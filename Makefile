@@ -14,7 +14,7 @@ release:
 	$(CARGO) build --workspace --release --locked
 
 demo:
-	$(CARGO) build --release --locked -p cloud-credential-provider
+	$(CARGO) build --release --locked -p cloud-credential-provider -p node-ip-helper
 	@bash scripts/demo.sh
 
 test:

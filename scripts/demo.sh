@@ -28,3 +28,11 @@ section "cloud-credential-provider check-config: the shipped kubelet configs, th
 for config in manifests/credential-provider/*.yaml "$DATA/configs/bad-rules.yaml"; do
   "$BIN/cloud-credential-provider" check-config "$config" || true
 done
+
+section "node-ip-helper detect --source local: this machine's node IP, with the reasons"
+"$BIN/node-ip-helper" detect --source local --output json || true
+"$BIN/node-ip-helper" detect --source local --output flags || true
+
+section "node-ip-helper check: KEP-3705's example instance, a good and a stuck --node-ip"
+"$BIN/node-ip-helper" check --node-ip 1.2.3.4,abcd::1234 --cloud-addresses tests/data/node-ip-helper/kep-3705-cloud.json || true
+"$BIN/node-ip-helper" check --node-ip 9.10.11.12 --cloud-addresses tests/data/node-ip-helper/kep-3705-cloud.json || true

@@ -1,23 +1,24 @@
-//! `node-ip-helper`: work in progress; this crate holds its command-line surface so
-//! far. See the project's issues for what lands next.
+use std::process::ExitCode;
 
 use clap::Parser;
+use node_ip_helper::cli::Cli;
 
-/// Chooses a node's IP addresses the way the cloud controller manager will accept them, and hands them to kubelet.
-#[derive(Debug, Parser)]
-#[command(name = "node-ip-helper", version, arg_required_else_help = true)]
-struct Args {}
-
-fn main() {
-    let Args {} = Args::parse();
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    #[test]
-    fn command_line_is_well_formed() {
-        super::Args::command().debug_assert();
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Cloud metadata sources speak TLS through the shared HTTP client.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("node-ip-helper: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(node_ip_helper::run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("node-ip-helper: {error}");
+            ExitCode::FAILURE
+        }
     }
 }

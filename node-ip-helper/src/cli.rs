@@ -1,0 +1,182 @@
+//! Command line: one flattened struct per concern; every flag also reads a
+//! `NODE_IP_HELPER_*` environment variable.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use cloud_access::logging::LogFormat;
+use ipnet::IpNet;
+
+use crate::family::IpFamilyPolicy;
+use crate::filters::InterfacePattern;
+use crate::output::OutputFormat;
+
+/// Chooses the node's IP address(es) before kubelet starts with
+/// --cloud-provider=external, the way the cloud controller manager will
+/// accept them, and hands them to kubelet.
+#[derive(Debug, Parser)]
+#[command(name = "node-ip-helper", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Log level, or per-target levels such as `info,netlink_proto=warn`; logs go to stderr.
+    #[arg(long, env = "NODE_IP_HELPER_LOG_LEVEL", default_value = "warn", global = true)]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(long, env = "NODE_IP_HELPER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the chosen node IP(s) and why.
+    Detect(DetectCommand),
+    /// Write kubelet's arguments to an environment file, atomically, only
+    /// when the choice changed.
+    Write(WriteCommand),
+    /// Say whether the cloud controller manager will initialize a node
+    /// started with --node-ip, and which addresses it will set.
+    Check(CheckCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct DetectCommand {
+    #[command(flatten)]
+    pub detect: DetectArgs,
+    /// Output format.
+    #[arg(long, short, env = "NODE_IP_HELPER_OUTPUT", value_enum, default_value_t = OutputFormat::Json)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct WriteCommand {
+    /// Environment file for kubelet (systemd EnvironmentFile), e.g.
+    /// /run/node-ip-helper/kubelet.env; it sets NODE_IP_HELPER_KUBELET_ARGS.
+    #[arg(long, env = "NODE_IP_HELPER_ENV_FILE", value_name = "PATH")]
+    pub env_file: PathBuf,
+    /// Keep the first choice across reboots, recorded in this file, for as
+    /// long as its addresses are still usable on the host.
+    #[arg(long, env = "NODE_IP_HELPER_STICKY", value_name = "FILE")]
+    pub sticky: Option<PathBuf>,
+    #[command(flatten)]
+    pub detect: DetectArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DetectArgs {
+    /// Where the addresses come from. `local`: the host's interfaces and routes.
+    #[arg(long, env = "NODE_IP_HELPER_SOURCE", value_enum, default_value_t = Source::Local)]
+    pub source: Source,
+    /// Families to choose: ipv4, ipv6, dual (IPv4 primary) or
+    /// dual-ipv6-primary; dual needs both families.
+    #[arg(long, env = "NODE_IP_HELPER_IP_FAMILY", value_enum, default_value_t = IpFamilyPolicy::Ipv4)]
+    pub ip_family: IpFamilyPolicy,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    /// Also pass --hostname-override, with the node name taken from here.
+    #[arg(long, env = "NODE_IP_HELPER_NODE_NAME_FROM", value_enum)]
+    pub node_name_from: Option<NodeNameFrom>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Source {
+    /// The host's interfaces and routes (netlink).
+    Local,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NodeNameFrom {
+    /// The kernel's hostname, lowercased as kubelet does.
+    Hostname,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Filters")]
+pub struct FilterArgs {
+    /// Only interfaces whose name matches this glob (repeatable).
+    #[arg(long = "interface", env = "NODE_IP_HELPER_INTERFACE", value_delimiter = ',', value_parser = parse_interface, value_name = "GLOB")]
+    pub interfaces: Vec<InterfacePattern>,
+    /// Also exclude interfaces matching this glob (repeatable), on top of
+    /// the default list of container, overlay and VPN interfaces.
+    #[arg(long = "exclude-interface", env = "NODE_IP_HELPER_EXCLUDE_INTERFACE", value_delimiter = ',', value_parser = parse_exclude, value_name = "GLOB")]
+    pub exclude_interfaces: Vec<InterfacePattern>,
+    /// Do not exclude the default list (lo, docker*, br-*, cni*, cbr*,
+    /// flannel*, cali*, cilium_*, lxc*, vxlan*, weave*, kube-*, veth*, virbr*,
+    /// tailscale*, wg*, tun*, tap*, zt*, nebula*).
+    #[arg(long, env = "NODE_IP_HELPER_NO_DEFAULT_EXCLUDES")]
+    pub no_default_excludes: bool,
+    /// Only addresses inside one of these CIDRs, per family (repeatable).
+    #[arg(
+        long = "allow-cidr",
+        env = "NODE_IP_HELPER_ALLOW_CIDR",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    pub allow_cidrs: Vec<IpNet>,
+    /// Never addresses inside these CIDRs (repeatable).
+    #[arg(
+        long = "deny-cidr",
+        env = "NODE_IP_HELPER_DENY_CIDR",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    pub deny_cidrs: Vec<IpNet>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckCommand {
+    /// The --node-ip value kubelet is (or will be) started with: A or A,B.
+    #[arg(long, env = "NODE_IP_HELPER_NODE_IP", value_name = "IPS")]
+    pub node_ip: String,
+    /// The instance's addresses as the cloud reports them: a JSON array of
+    /// {"type": "InternalIP", "address": "10.0.0.5"} as in Node.status.addresses.
+    #[arg(long, env = "NODE_IP_HELPER_CLOUD_ADDRESSES", value_name = "FILE")]
+    pub cloud_addresses: PathBuf,
+    /// Output format.
+    #[arg(long, short, env = "NODE_IP_HELPER_CHECK_OUTPUT", value_enum, default_value_t = CheckOutput::Text)]
+    pub output: CheckOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckOutput {
+    Text,
+    Json,
+}
+
+fn parse_interface(text: &str) -> Result<InterfacePattern, String> {
+    InterfacePattern::parse("--interface", text)
+}
+
+fn parse_exclude(text: &str) -> Result<InterfacePattern, String> {
+    InterfacePattern::parse("--exclude-interface", text)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        let err = Cli::try_parse_from(["node-ip-helper", "detect", "--allow-cidr", "10.0.0.0/33"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--allow-cidr"), "{err}");
+        let err = Cli::try_parse_from(["node-ip-helper", "detect", "--interface", "eth[0"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--interface"), "{err}");
+    }
+}

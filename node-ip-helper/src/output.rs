@@ -1,0 +1,134 @@
+//! What `detect` prints and `write` stores: JSON for people and tools,
+//! kubelet flags, or shell-safe assignments for an environment file.
+
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::select::ChosenAddress;
+
+/// The choice, with its reasons.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Detection {
+    /// Primary first.
+    #[serde(rename = "nodeIPs")]
+    pub node_ips: Vec<IpAddr>,
+    /// The node name to pass as `--hostname-override`, when one was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    pub source: &'static str,
+    pub addresses: Vec<ChosenAddress>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// `{"nodeIPs": [...], "hostname": ..., "source": ..., "addresses": [...]}`.
+    Json,
+    /// kubelet flags: `--node-ip=A[,B] [--hostname-override=NAME]`.
+    Flags,
+    /// Shell and systemd `EnvironmentFile` assignments.
+    Env,
+}
+
+/// Names of the variables `env` output sets.
+pub const ENV_NODE_IP: &str = "NODE_IP_HELPER_NODE_IP";
+pub const ENV_NODE_IPS: &str = "NODE_IP_HELPER_NODE_IPS";
+pub const ENV_HOSTNAME: &str = "NODE_IP_HELPER_HOSTNAME_OVERRIDE";
+pub const ENV_KUBELET_ARGS: &str = "NODE_IP_HELPER_KUBELET_ARGS";
+
+impl Detection {
+    pub fn node_ip_flag_value(&self) -> String {
+        self.node_ips
+            .iter()
+            .map(IpAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn kubelet_flags(&self) -> String {
+        let mut flags = format!("--node-ip={}", self.node_ip_flag_value());
+        if let Some(name) = &self.hostname {
+            flags.push_str(&format!(" --hostname-override={name}"));
+        }
+        flags
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        match format {
+            // Serializing plain strings and addresses cannot fail.
+            OutputFormat::Json => serde_json::to_string_pretty(self).unwrap_or_default() + "\n",
+            OutputFormat::Flags => self.kubelet_flags() + "\n",
+            OutputFormat::Env => self.env_file(),
+        }
+    }
+
+    fn env_file(&self) -> String {
+        let mut lines = vec![
+            "# Written by node-ip-helper; kubelet reads NODE_IP_HELPER_KUBELET_ARGS.".to_owned(),
+            format!(
+                "{ENV_NODE_IP}={}",
+                quote(&self.node_ips.first().map(IpAddr::to_string).unwrap_or_default())
+            ),
+            format!("{ENV_NODE_IPS}={}", quote(&self.node_ip_flag_value())),
+        ];
+        if let Some(name) = &self.hostname {
+            lines.push(format!("{ENV_HOSTNAME}={}", quote(name)));
+        }
+        lines.push(format!("{ENV_KUBELET_ARGS}={}", quote(&self.kubelet_flags())));
+        lines.join("\n") + "\n"
+    }
+}
+
+/// Single-quoted for POSIX shells and systemd alike; a `'` cannot occur in
+/// an IP or a valid node name, but is escaped all the same.
+fn quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::Family;
+
+    fn detection(hostname: Option<&str>) -> Detection {
+        Detection {
+            node_ips: vec!["10.0.0.5".parse().unwrap(), "fd00::5".parse().unwrap()],
+            hostname: hostname.map(str::to_owned),
+            source: "local",
+            addresses: vec![ChosenAddress {
+                ip: "10.0.0.5".parse().unwrap(),
+                family: Family::V4,
+                interface: "eth0".into(),
+                reason: "r".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn flags_and_env() {
+        assert_eq!(
+            detection(None).render(OutputFormat::Flags),
+            "--node-ip=10.0.0.5,fd00::5\n"
+        );
+        assert_eq!(
+            detection(Some("node-a")).render(OutputFormat::Flags),
+            "--node-ip=10.0.0.5,fd00::5 --hostname-override=node-a\n"
+        );
+        let env = detection(Some("node-a")).render(OutputFormat::Env);
+        assert!(env.contains("NODE_IP_HELPER_NODE_IP='10.0.0.5'\n"), "{env}");
+        assert!(env.contains("NODE_IP_HELPER_NODE_IPS='10.0.0.5,fd00::5'\n"), "{env}");
+        assert!(env.contains("NODE_IP_HELPER_KUBELET_ARGS='--node-ip=10.0.0.5,fd00::5 --hostname-override=node-a'\n"));
+        assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn json_names_match_the_docs() {
+        let json: serde_json::Value = serde_json::from_str(&detection(None).render(OutputFormat::Json)).unwrap();
+        assert_eq!(json["nodeIPs"][1], "fd00::5");
+        assert_eq!(json["source"], "local");
+        assert_eq!(json["addresses"][0]["interface"], "eth0");
+        assert_eq!(json["addresses"][0]["family"], "IPv4");
+        assert!(json.get("hostname").is_none());
+    }
+}

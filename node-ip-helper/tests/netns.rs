@@ -1,0 +1,306 @@
+//! `detect` and `write` in real network namespaces (`ip netns`, veth pairs,
+//! routes with metrics). These tests need root and iproute2; they run in
+//! `make test` on this project's machines, which run as root. Set
+//! NODE_IP_HELPER_SKIP_NETNS_TESTS=1 to skip them elsewhere.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A network namespace, deleted (with its interfaces) when dropped.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new() -> Option<Self> {
+        if std::env::var_os("NODE_IP_HELPER_SKIP_NETNS_TESTS").is_some() {
+            eprintln!("skipped: NODE_IP_HELPER_SKIP_NETNS_TESTS is set");
+            return None;
+        }
+        let name = format!("nih-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
+        sh(&format!("ip netns add {name}"));
+        let ns = Self { name };
+        ns.ip("link set lo up");
+        Some(ns)
+    }
+
+    /// `ip -n NS ARGS`.
+    fn ip(&self, args: &str) {
+        sh(&format!("ip -n {} {args}", self.name));
+    }
+
+    /// A veth pair inside the namespace, both ends up; `name` is the end we use.
+    fn nic(&self, name: &str) {
+        let peer = format!("{}p", &name[..name.len().min(13)]);
+        self.ip(&format!("link add {name} type veth peer name {peer}"));
+        self.ip(&format!("link set {peer} up"));
+        self.ip(&format!("link set {name} up"));
+    }
+
+    fn sysctl(&self, setting: &str) {
+        sh(&format!("ip netns exec {} sysctl -qw {setting}", self.name));
+    }
+
+    fn helper(&self, args: &[&str]) -> Output {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, env!("CARGO_BIN_EXE_node-ip-helper")])
+            .args(args)
+            .output()
+            .expect("run node-ip-helper in the namespace");
+        Output {
+            status: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `detect` with JSON output: the chosen IPs, or the failure message.
+    fn detect(&self, args: &[&str]) -> Result<Vec<String>, String> {
+        let mut all = vec!["detect", "--output", "json"];
+        all.extend(args);
+        let out = self.helper(&all);
+        if out.status != 0 {
+            assert!(out.stdout.is_empty(), "nothing on stdout on failure");
+            return Err(out.stderr);
+        }
+        let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON output");
+        Ok(json["nodeIPs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ip| ip.as_str().unwrap().to_owned())
+            .collect())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+struct Output {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn sh(command: &str) {
+    let status = Command::new("sh").args(["-c", command]).status().expect("run sh");
+    assert!(
+        status.success(),
+        "`{command}` failed: these tests need root and iproute2"
+    );
+}
+
+#[test]
+fn two_default_routes_lowest_metric_wins() {
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.nic("eth1");
+    ns.ip("addr add 10.0.2.15/24 dev eth0");
+    ns.ip("addr add 192.168.56.10/24 dev eth1");
+    // eth0 comes first in every listing, but eth1's route is preferred.
+    ns.ip("route add default via 10.0.2.2 dev eth0 metric 200");
+    ns.ip("route add default via 192.168.56.1 dev eth1 metric 100");
+    assert_eq!(ns.detect(&[]).unwrap(), ["192.168.56.10"]);
+    ns.ip("route del default via 192.168.56.1 dev eth1 metric 100");
+    ns.ip("route add default via 192.168.56.1 dev eth1 metric 300");
+    assert_eq!(ns.detect(&[]).unwrap(), ["10.0.2.15"]);
+}
+
+#[test]
+fn vpn_and_container_interfaces_are_excluded_by_default() {
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.nic("tailscale0");
+    ns.nic("docker0");
+    ns.ip("addr add 10.0.0.5/24 dev eth0");
+    ns.ip("addr add 100.101.102.103/32 dev tailscale0");
+    ns.ip("addr add 172.17.0.1/16 dev docker0");
+    ns.ip("route add default dev tailscale0 metric 5");
+    ns.ip("route add default via 10.0.0.1 dev eth0 metric 100");
+    assert_eq!(ns.detect(&[]).unwrap(), ["10.0.0.5"]);
+    // Without the default list, the VPN's lower metric wins.
+    assert_eq!(ns.detect(&["--no-default-excludes"]).unwrap(), ["100.101.102.103"]);
+    // A pattern of one's own adds to the list.
+    let err = ns.detect(&["--exclude-interface", "eth*"]).unwrap_err();
+    assert!(
+        err.contains("interface eth0 matches excluded pattern \"eth*\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("100.101.102.103 on tailscale0: interface tailscale0 matches excluded pattern \"tailscale*\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn primary_address_before_secondary_and_cidr_filters() {
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.ip("addr add 10.0.0.5/24 dev eth0");
+    ns.ip("addr add 10.0.0.200/24 dev eth0"); // a VIP: the kernel marks it secondary
+    ns.ip("addr add 192.168.7.5/24 dev eth0");
+    ns.ip("route add default via 10.0.0.1 dev eth0");
+    assert_eq!(ns.detect(&[]).unwrap(), ["10.0.0.5"]);
+    assert_eq!(ns.detect(&["--deny-cidr", "10.0.0.5/32"]).unwrap(), ["192.168.7.5"]);
+    assert_eq!(ns.detect(&["--allow-cidr", "10.0.0.128/25"]).unwrap(), ["10.0.0.200"]);
+    let err = ns.detect(&["--allow-cidr", "172.16.0.0/12"]).unwrap_err();
+    assert!(
+        err.contains("10.0.0.5 on eth0: outside --allow-cidr 172.16.0.0/12"),
+        "{err}"
+    );
+}
+
+#[test]
+fn interface_filter_and_no_default_route() {
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.nic("ens5");
+    ns.ip("addr add 10.1.0.5/24 dev eth0");
+    ns.ip("addr add 10.2.0.5/24 dev ens5");
+    // No default route: the first candidate in interface-index order.
+    assert_eq!(ns.detect(&[]).unwrap(), ["10.1.0.5"]);
+    assert_eq!(ns.detect(&["--interface", "ens*"]).unwrap(), ["10.2.0.5"]);
+    let json = ns.helper(&["detect", "--interface", "ens*"]);
+    assert!(
+        json.stdout
+            .contains("no IPv4 default route: first candidate in interface-index order, on ens5"),
+        "{}",
+        json.stdout
+    );
+}
+
+#[test]
+fn ipv6_only_host_and_dual_stack_both_ways() {
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.ip("addr add 2001:db8::5/64 dev eth0 nodad");
+    ns.ip("-6 route add default via 2001:db8::1 dev eth0");
+    assert_eq!(ns.detect(&["--ip-family", "ipv6"]).unwrap(), ["2001:db8::5"]);
+    let err = ns.detect(&[]).unwrap_err();
+    assert!(err.contains("no IPv4 address qualifies"), "{err}");
+    let err = ns.detect(&["--ip-family", "dual"]).unwrap_err();
+    assert!(
+        err.contains("no IPv4 address qualifies (found only 2001:db8::5 on eth0)"),
+        "{err}"
+    );
+
+    ns.ip("addr add 10.0.0.5/24 dev eth0");
+    ns.ip("route add default via 10.0.0.1 dev eth0");
+    assert_eq!(
+        ns.detect(&["--ip-family", "dual"]).unwrap(),
+        ["10.0.0.5", "2001:db8::5"]
+    );
+    assert_eq!(
+        ns.detect(&["--ip-family", "dual-ipv6-primary"]).unwrap(),
+        ["2001:db8::5", "10.0.0.5"]
+    );
+    let flags = ns.helper(&["detect", "--ip-family", "dual", "--output", "flags"]);
+    assert_eq!(flags.stdout, "--node-ip=10.0.0.5,2001:db8::5\n");
+}
+
+#[test]
+fn unusable_ipv6_states_and_down_interfaces_are_set_aside() {
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.nic("eth1");
+    // Slow duplicate address detection down so the address stays tentative.
+    ns.sysctl("net.ipv6.conf.eth0.dad_transmits=50");
+    ns.sysctl("net.ipv6.conf.eth0.accept_dad=1");
+    ns.ip("addr add 2001:db8::5/64 dev eth0");
+    ns.ip("addr add 2001:db8::9/64 dev eth0 nodad preferred_lft 0");
+    // Linux drops IPv6 addresses of a downed link unless told to keep them.
+    ns.sysctl("net.ipv6.conf.eth1.keep_addr_on_down=1");
+    ns.ip("addr add 2001:db8:1::5/64 dev eth1 nodad");
+    ns.ip("link set eth1 down");
+    ns.ip("-6 route add default via 2001:db8::1 dev eth0");
+    let err = ns.detect(&["--ip-family", "ipv6"]).unwrap_err();
+    assert!(err.contains("2001:db8::5 on eth0: IPv6 address is tentative"), "{err}");
+    assert!(err.contains("2001:db8::9 on eth0: IPv6 address is deprecated"), "{err}");
+    assert!(err.contains("2001:db8:1::5 on eth1: interface eth1 is down"), "{err}");
+    assert!(err.contains("fe80::") && err.contains("link-local address"), "{err}");
+}
+
+#[test]
+fn nothing_qualifying_lists_every_candidate_seen() {
+    let Some(ns) = Netns::new() else { return };
+    let out = ns.helper(&["detect"]);
+    assert_eq!(out.status, 1);
+    assert!(out.stdout.is_empty());
+    assert!(
+        out.stderr.starts_with("node-ip-helper: no IPv4 address qualifies"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("127.0.0.1 on lo: loopback address"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn write_is_atomic_changes_only_on_change_and_sticks() {
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.nic("eth1");
+    ns.ip("addr add 10.0.0.5/24 dev eth0");
+    ns.ip("addr add 10.9.0.5/24 dev eth1");
+    ns.ip("route add default via 10.0.0.1 dev eth0 metric 100");
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("run/kubelet.env");
+    let sticky = dir.path().join("lib/first-choice.json");
+    let env = env_file.to_str().unwrap();
+    let sticky_path = sticky.to_str().unwrap();
+    let write = |extra: &[&str]| {
+        let mut args = vec!["write", "--env-file", env];
+        args.extend(extra);
+        ns.helper(&args)
+    };
+
+    let out = write(&["--sticky", sticky_path]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("wrote"), "{}", out.stderr);
+    let content = std::fs::read_to_string(&env_file).unwrap();
+    assert!(
+        content.contains("NODE_IP_HELPER_KUBELET_ARGS='--node-ip=10.0.0.5'"),
+        "{content}"
+    );
+    let written_at = std::fs::metadata(&env_file).unwrap().modified().unwrap();
+
+    let out = write(&["--sticky", sticky_path]);
+    assert!(out.stderr.contains("kept"), "{}", out.stderr);
+    assert_eq!(std::fs::metadata(&env_file).unwrap().modified().unwrap(), written_at);
+
+    // The route moves to eth1: the sticky choice stays while it is usable...
+    ns.ip("route add default via 10.9.0.1 dev eth1 metric 50");
+    write(&["--sticky", sticky_path]);
+    assert!(
+        std::fs::read_to_string(&env_file)
+            .unwrap()
+            .contains("--node-ip=10.0.0.5'")
+    );
+    // ...a fresh choice follows the route...
+    write(&[]);
+    assert!(
+        std::fs::read_to_string(&env_file)
+            .unwrap()
+            .contains("--node-ip=10.9.0.5'")
+    );
+    // ...and once the sticky address is gone, the record is replaced.
+    ns.ip("addr del 10.0.0.5/24 dev eth0");
+    write(&["--sticky", sticky_path]);
+    assert!(
+        std::fs::read_to_string(&env_file)
+            .unwrap()
+            .contains("--node-ip=10.9.0.5'")
+    );
+    assert!(std::fs::read_to_string(&sticky).unwrap().contains("10.9.0.5"));
+
+    let leftovers: Vec<_> = std::fs::read_dir(env_file.parent().unwrap()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "no temporary files left");
+}
