@@ -2,8 +2,12 @@
 # this machine can run; `.ci/run` calls it.
 CARGO ?= cargo
 RELEASE_DIR := target/release
+# Test peers from PyPI live in a project-local virtualenv.
+VENV := .cache/venv
+MOTO_VERSION := 5.2.5
+export MOTO_SERVER := $(CURDIR)/$(VENV)/bin/moto_server
 
-.PHONY: all build release demo test lint fmt bench clean
+.PHONY: all build release demo test lint fmt bench clean tools
 
 all: build
 
@@ -17,7 +21,15 @@ demo:
 	$(CARGO) build --release --locked -p cloud-credential-provider -p node-ip-helper
 	@bash scripts/demo.sh
 
-test:
+# moto's server (AWS APIs and IMDS) for the tests that talk to AWS.
+tools: $(VENV)/.moto-$(MOTO_VERSION)
+
+$(VENV)/.moto-$(MOTO_VERSION):
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)'
+	touch $@
+
+test: tools
 	$(CARGO) test --workspace --locked --all-targets
 	$(CARGO) test --workspace --locked --doc
 

@@ -19,3 +19,16 @@ pub fn http_client(user_agent: &str, timeout: Duration) -> Result<reqwest::Clien
         .build()
         .map_err(HttpClientError)
 }
+
+/// A client for link-local metadata services: never through a proxy, no
+/// redirects, and `timeout` for each whole request.
+pub fn metadata_client(user_agent: &str, timeout: Duration) -> Result<reqwest::Client, HttpClientError> {
+    reqwest::Client::builder()
+        .user_agent(user_agent)
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(HttpClientError)
+}

@@ -1,11 +1,13 @@
 //! Cloud access shared by the suite's programs: the HTTP client every
-//! outbound call goes through, and the policy that decides which endpoints
-//! may receive a credential.
+//! outbound call goes through, the policy that decides which endpoints may
+//! receive a credential, the clouds' instance metadata services, and the
+//! logging and duration conventions the programs share.
 
 pub mod endpoint;
 pub mod go_duration;
 pub mod http;
 pub mod logging;
+pub mod metadata;
 
 pub use endpoint::{EndpointError, SecureEndpoint};
 pub use http::{HttpClientError, http_client};

@@ -70,9 +70,13 @@ pub struct WriteCommand {
 
 #[derive(Debug, Args)]
 pub struct DetectArgs {
-    /// Where the addresses come from. `local`: the host's interfaces and routes.
+    /// Where the addresses come from: the host's interfaces and routes, a
+    /// cloud's metadata service, or `auto` (every metadata service at once,
+    /// falling back to local).
     #[arg(long, env = "NODE_IP_HELPER_SOURCE", value_enum, default_value_t = Source::Local)]
     pub source: Source,
+    #[command(flatten)]
+    pub metadata: MetadataArgs,
     /// Families to choose: ipv4, ipv6, dual (IPv4 primary) or
     /// dual-ipv6-primary; dual needs both families.
     #[arg(long, env = "NODE_IP_HELPER_IP_FAMILY", value_enum, default_value_t = IpFamilyPolicy::Ipv4)]
@@ -88,12 +92,58 @@ pub struct DetectArgs {
 pub enum Source {
     /// The host's interfaces and routes (netlink).
     Local,
+    /// AWS EC2 instance metadata (IMDSv2; the IPv6 endpoint with --ip-family ipv6).
+    Aws,
+    /// Google Compute Engine metadata server.
+    Gce,
+    /// Azure Instance Metadata Service.
+    Azure,
+    /// OpenStack metadata service, or a config drive with --config-drive.
+    Openstack,
+    /// DigitalOcean droplet metadata.
+    Digitalocean,
+    /// Hetzner Cloud server metadata.
+    Hetzner,
+    /// Ask every metadata service at once; the host's own state if none answers.
+    Auto,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum NodeNameFrom {
     /// The kernel's hostname, lowercased as kubelet does.
     Hostname,
+    /// The cloud's instance ID (needs a cloud --source).
+    InstanceId,
+    /// The cloud's private DNS name, as EC2's PrivateDnsName (needs --source aws).
+    PrivateDns,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Metadata services")]
+pub struct MetadataArgs {
+    /// Metadata service root URL instead of the provider's own
+    /// (http://169.254.169.254/), for proxies and tests.
+    #[arg(long, env = "NODE_IP_HELPER_METADATA_ENDPOINT", value_name = "URL")]
+    pub metadata_endpoint: Option<url::Url>,
+    /// Deadline of each metadata request (Go duration).
+    #[arg(long, env = "NODE_IP_HELPER_METADATA_TIMEOUT", value_parser = parse_timeout, default_value = "2s", value_name = "DURATION")]
+    pub metadata_timeout: std::time::Duration,
+    /// OpenStack config drive mounted at this directory (label config-2),
+    /// read instead of the metadata service.
+    #[arg(long, env = "NODE_IP_HELPER_CONFIG_DRIVE", value_name = "DIR")]
+    pub config_drive: Option<PathBuf>,
+    /// Accept metadata addresses that are not on a local interface (kubelet
+    /// refuses such a --node-ip unless it is reachable through another path).
+    #[arg(long, env = "NODE_IP_HELPER_SKIP_LOCAL_CHECK")]
+    pub skip_local_check: bool,
+}
+
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    match cloud_access::go_duration::parse_non_negative(text) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be more than 0s".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[derive(Debug, Args)]

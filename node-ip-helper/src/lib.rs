@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 pub mod ccm;
 pub mod cli;
+pub mod cloud;
 pub mod envfile;
 pub mod family;
 pub mod filters;
@@ -16,7 +17,8 @@ pub mod host;
 pub mod output;
 pub mod select;
 
-use cli::{CheckCommand, CheckOutput, Cli, Command, DetectArgs, FilterArgs, NodeNameFrom};
+use cli::{CheckCommand, CheckOutput, Cli, Command, DetectArgs, FilterArgs, NodeNameFrom, Source};
+use cloud_access::metadata::{Instance, MetadataError, Provider};
 use filters::Filters;
 use host::Host;
 use output::{Detection, OutputFormat};
@@ -32,6 +34,17 @@ pub enum Error {
     File(#[from] envfile::FileError),
     #[error("cannot read the hostname from /proc/sys/kernel/hostname: {0}")]
     Hostname(std::io::Error),
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    #[error(transparent)]
+    ConfigDrive(#[from] cloud_access::metadata::openstack::ConfigDriveError),
+    #[error("--node-name-from {wanted}: the {from} source has no {what}; use --source {hint}")]
+    NodeName {
+        wanted: &'static str,
+        from: String,
+        what: &'static str,
+        hint: &'static str,
+    },
     #[error("cannot read --cloud-addresses {path}: {reason}")]
     CloudAddresses { path: String, reason: String },
     #[error("cannot write to stdout: {0}")]
@@ -50,12 +63,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Write(command) => {
             let host = host::read_host().await?;
+            let observed = observe(&command.detect).await?;
             let filters = filters(&command.detect.filters);
             let sticky = command.sticky.as_deref().and_then(envfile::read_sticky);
-            let kept = sticky.and_then(|s| keep_sticky(&host, &filters, &command.detect, &s.node_ips));
+            let kept = sticky.and_then(|s| keep_sticky(&host, &filters, &command.detect, &observed, &s.node_ips));
             let detection = match kept {
                 Some(detection) => detection,
-                None => decide(&host, &filters, &command.detect, hostname_source(&command.detect)?)?,
+                None => decide(&host, &filters, &command.detect, &observed)?,
             };
             let outcome = envfile::write_if_changed(&command.env_file, detection.render(OutputFormat::Env).as_bytes())?;
             if let Some(path) = &command.sticky {
@@ -86,49 +100,188 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
     }
 }
 
+/// What the chosen source says, gathered before the (pure) choice.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// `local`, or the provider whose metadata answered.
+    pub source: String,
+    /// The cloud's view of the instance, for a metadata source.
+    pub instance: Option<Instance>,
+    /// The kernel's hostname, when the node name comes from it.
+    pub kernel_hostname: Option<String>,
+}
+
 /// The choice on this host.
 pub async fn detect(args: &DetectArgs) -> Result<Detection, Error> {
     let host = host::read_host().await?;
     tracing::debug!(?host, "host network state");
-    decide(&host, &filters(&args.filters), args, hostname_source(args)?)
+    let observed = observe(args).await?;
+    decide(&host, &filters(&args.filters), args, &observed)
 }
 
-/// The choice, as a pure function of the host's state and the flags.
-pub fn decide(host: &Host, filters: &Filters, args: &DetectArgs, hostname: Option<String>) -> Result<Detection, Error> {
-    let chosen = select::choose(host, filters, args.ip_family)?;
-    Ok(Detection {
-        node_ips: chosen.iter().map(|c| c.ip).collect(),
-        hostname,
-        source: "local",
-        addresses: chosen,
+/// Asks the source named by the flags.
+pub async fn observe(args: &DetectArgs) -> Result<Observed, Error> {
+    let metadata = &args.metadata;
+    let endpoint = metadata.metadata_endpoint.as_ref();
+    let timeout = metadata.metadata_timeout;
+    let (source, instance) = match args.source {
+        Source::Local => ("local".to_owned(), None),
+        Source::Openstack if metadata.config_drive.is_some() => {
+            let root = metadata.config_drive.as_deref().unwrap_or(Path::new("/"));
+            (
+                "openstack".to_owned(),
+                Some(cloud_access::metadata::openstack::from_config_drive(root)?),
+            )
+        }
+        Source::Auto => match cloud::detect_provider(endpoint, args.ip_family, timeout).await {
+            Some((provider, instance)) => (provider.name().to_owned(), Some(instance)),
+            None => {
+                tracing::info!("no metadata service answered; choosing from the host's interfaces and routes");
+                ("local".to_owned(), None)
+            }
+        },
+        cloud_source => {
+            let provider = provider_of(cloud_source);
+            let instance = cloud::fetch(provider, endpoint, args.ip_family, timeout).await?;
+            (provider.name().to_owned(), Some(instance))
+        }
+    };
+    tracing::debug!(source, ?instance, "source answered");
+    let kernel_hostname = match args.node_name_from {
+        Some(NodeNameFrom::Hostname) => {
+            let name = std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(Error::Hostname)?;
+            Some(name.trim().to_owned())
+        }
+        _ => None,
+    };
+    Ok(Observed {
+        source,
+        instance,
+        kernel_hostname,
     })
 }
 
-/// The recorded choice, if every address of it is still usable here and
-/// it has the families the policy asks for.
-fn keep_sticky(host: &Host, filters: &Filters, args: &DetectArgs, recorded: &[std::net::IpAddr]) -> Option<Detection> {
-    let (candidates, _) = select::candidates(host, filters);
+fn provider_of(source: Source) -> Provider {
+    match source {
+        Source::Aws => Provider::Aws,
+        Source::Gce => Provider::Gce,
+        Source::Azure => Provider::Azure,
+        Source::Openstack => Provider::OpenStack,
+        Source::Digitalocean => Provider::DigitalOcean,
+        Source::Hetzner => Provider::Hetzner,
+        // Local and Auto never reach here; AWS is as good a default as any.
+        Source::Local | Source::Auto => Provider::Aws,
+    }
+}
+
+/// The choice, as a pure function of what was observed and the flags.
+pub fn decide(host: &Host, filters: &Filters, args: &DetectArgs, observed: &Observed) -> Result<Detection, Error> {
+    let chosen = match &observed.instance {
+        None => select::choose(host, filters, args.ip_family)?,
+        Some(instance) => cloud::choose_from_instance(
+            &observed.source,
+            instance,
+            args.ip_family,
+            filters,
+            host,
+            args.metadata.skip_local_check,
+        )?,
+    };
+    Ok(Detection {
+        node_ips: chosen.iter().map(|c| c.ip).collect(),
+        hostname: node_name(args, observed)?,
+        source: observed.source.clone(),
+        addresses: chosen,
+        cloud_addresses: observed.instance.as_ref().map(|i| i.addresses.clone()),
+    })
+}
+
+/// The `--hostname-override` value, lowercased as kubelet lowercases names.
+fn node_name(args: &DetectArgs, observed: &Observed) -> Result<Option<String>, Error> {
+    let missing = |wanted, what, hint| Error::NodeName {
+        wanted,
+        from: observed.source.clone(),
+        what,
+        hint,
+    };
+    let name = match args.node_name_from {
+        None => return Ok(None),
+        Some(NodeNameFrom::Hostname) => observed.kernel_hostname.clone(),
+        Some(NodeNameFrom::InstanceId) => Some(
+            observed
+                .instance
+                .as_ref()
+                .and_then(|i| i.instance_id.clone())
+                .ok_or_else(|| {
+                    missing(
+                        "instance-id",
+                        "instance ID",
+                        "aws, gce, azure, openstack, digitalocean or hetzner",
+                    )
+                })?,
+        ),
+        Some(NodeNameFrom::PrivateDns) => Some(
+            observed
+                .instance
+                .as_ref()
+                .and_then(|i| i.private_dns.clone())
+                .ok_or_else(|| missing("private-dns", "private DNS name", "aws"))?,
+        ),
+    };
+    Ok(name.map(|n| n.to_lowercase()))
+}
+
+/// The recorded choice, if it has the families the policy asks for and
+/// every address of it is still usable: present on the host (and, for a
+/// metadata source, still listed by the cloud).
+fn keep_sticky(
+    host: &Host,
+    filters: &Filters,
+    args: &DetectArgs,
+    observed: &Observed,
+    recorded: &[std::net::IpAddr],
+) -> Option<Detection> {
     let families: Vec<family::Family> = recorded.iter().map(family::Family::of).collect();
     if families != args.ip_family.families() {
         return None;
     }
+    let (candidates, _) = select::candidates(host, filters);
     let mut addresses = Vec::new();
     for ip in recorded {
-        let address = candidates.iter().find(|a| a.ip == *ip)?;
-        let interface = host.interface(address.interface_index)?.name.clone();
+        let interface = match &observed.instance {
+            None => {
+                let address = candidates.iter().find(|a| a.ip == *ip)?;
+                host.interface(address.interface_index)?.name.clone()
+            }
+            Some(instance) => {
+                if !instance.addresses.iter().any(|a| a.address == ip.to_string()) {
+                    return None;
+                }
+                let local = host
+                    .addresses
+                    .iter()
+                    .find(|a| a.ip == *ip)
+                    .and_then(|a| host.interface(a.interface_index));
+                match local {
+                    Some(interface) => interface.name.clone(),
+                    None if args.metadata.skip_local_check => String::new(),
+                    None => return None,
+                }
+            }
+        };
         addresses.push(select::ChosenAddress {
             ip: *ip,
             family: family::Family::of(ip),
             interface,
-            reason: "kept from the --sticky record: still present and usable on this host".to_owned(),
+            reason: "kept from the --sticky record: still present and usable".to_owned(),
         });
     }
-    let hostname = hostname_source(args).ok()?;
     Some(Detection {
         node_ips: recorded.to_vec(),
-        hostname,
-        source: "local",
+        hostname: node_name(args, observed).ok()?,
+        source: observed.source.clone(),
         addresses,
+        cloud_addresses: observed.instance.as_ref().map(|i| i.addresses.clone()),
     })
 }
 
@@ -144,16 +297,6 @@ fn filters(args: &FilterArgs) -> Filters {
         excluded_interfaces: excluded,
         allow_cidrs: args.allow_cidrs.clone(),
         deny_cidrs: args.deny_cidrs.clone(),
-    }
-}
-
-fn hostname_source(args: &DetectArgs) -> Result<Option<String>, Error> {
-    match args.node_name_from {
-        None => Ok(None),
-        Some(NodeNameFrom::Hostname) => {
-            let name = std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(Error::Hostname)?;
-            Ok(Some(name.trim().to_lowercase()))
-        }
     }
 }
 

@@ -17,8 +17,13 @@ pub struct Detection {
     /// The node name to pass as `--hostname-override`, when one was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
-    pub source: &'static str,
+    /// `local`, or the cloud whose metadata service gave the addresses.
+    pub source: String,
     pub addresses: Vec<ChosenAddress>,
+    /// Every address the metadata service lists, in the cloud controller
+    /// manager's order: what the node's `status.addresses` will be built from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud_addresses: Option<Vec<cloud_access::metadata::CloudAddress>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -95,7 +100,8 @@ mod tests {
         Detection {
             node_ips: vec!["10.0.0.5".parse().unwrap(), "fd00::5".parse().unwrap()],
             hostname: hostname.map(str::to_owned),
-            source: "local",
+            source: "local".into(),
+            cloud_addresses: None,
             addresses: vec![ChosenAddress {
                 ip: "10.0.0.5".parse().unwrap(),
                 family: Family::V4,

@@ -1,0 +1,150 @@
+//! AWS EC2 instance metadata (IMDSv2): a session token from
+//! `PUT /latest/api/token`, then `GET /latest/meta-data/...` with it.
+//!
+//! Address order follows the AWS cloud controller manager: every private
+//! IPv4 of each network interface by device index (primary first), the
+//! public IPv4, the private and public DNS names, then the first IPv6 of
+//! each interface.
+
+use super::{AddressKind, Instance, MetadataClient, MetadataError};
+
+/// The IMDS IPv6 endpoint (Nitro instances), for IPv6-only subnets.
+pub const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]/";
+
+const TOKEN_TTL_SECONDS: &str = "300";
+
+pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, MetadataError> {
+    let token = session_token(client).await?;
+    let headers = [("X-aws-ec2-metadata-token", token.as_str())];
+    let get = |path: &'static str| client.get(path, &headers);
+
+    let mut instance = Instance {
+        instance_id: Some(
+            client
+                .get_required("latest/meta-data/instance-id", &headers)
+                .await?
+                .trim()
+                .to_owned(),
+        ),
+        ..Instance::default()
+    };
+    let interfaces = match network_interfaces(client, &headers).await {
+        Ok(interfaces) if !interfaces.is_empty() => interfaces,
+        // Some emulators serve only the top-level keys (moto answers 500);
+        // an unreadable or slow answer is still an error.
+        Ok(_) | Err(MetadataError::Status { .. }) => {
+            tracing::debug!("no per-interface metadata; using local-ipv4 alone");
+            let ip = client.get_required("latest/meta-data/local-ipv4", &headers).await?;
+            let ip = super::ip(client, "latest/meta-data/local-ipv4", &ip)?;
+            vec![NetworkInterface {
+                order: (0, 0),
+                ipv4: vec![ip.to_string()],
+                ipv6: Vec::new(),
+            }]
+        }
+        Err(other) => return Err(other),
+    };
+    for interface in &interfaces {
+        for ip in &interface.ipv4 {
+            instance.push(AddressKind::InternalIP, ip.clone());
+        }
+    }
+    if let Some(public) = get("latest/meta-data/public-ipv4").await? {
+        let ip = super::ip(client, "latest/meta-data/public-ipv4", &public)?;
+        instance.push(AddressKind::ExternalIP, ip.to_string());
+    }
+    if let Some(private_dns) = get("latest/meta-data/local-hostname").await? {
+        let name = private_dns.trim().to_owned();
+        instance.push(AddressKind::InternalDNS, name.clone());
+        instance.push(AddressKind::Hostname, name.clone());
+        instance.private_dns = Some(name);
+    }
+    if let Some(public_dns) = get("latest/meta-data/public-hostname").await? {
+        instance.push(AddressKind::ExternalDNS, public_dns.trim());
+    }
+    for interface in &interfaces {
+        if let Some(first) = interface.ipv6.first() {
+            instance.push(AddressKind::InternalIP, first.clone());
+        }
+    }
+    instance.hostname = get("latest/meta-data/hostname").await?.map(|h| h.trim().to_owned());
+    Ok(instance)
+}
+
+async fn session_token(client: &MetadataClient) -> Result<String, MetadataError> {
+    let url = client.url("latest/api/token")?;
+    let response = client
+        .client
+        .put(url.clone())
+        .header("X-aws-ec2-metadata-token-ttl-seconds", TOKEN_TTL_SECONDS)
+        .send()
+        .await
+        .map_err(|e| client.transport_error(&url, e))?;
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) {
+        return Err(MetadataError::Status {
+            provider: "aws",
+            url: url.to_string(),
+            status,
+            hint: ": the IMDSv2 session token was refused; check the instance's metadata options (http-endpoint enabled, http-put-response-hop-limit of 2 or more inside containers)",
+        });
+    }
+    let token = response.text().await.map_err(|e| client.transport_error(&url, e))?;
+    let token = token.trim().to_owned();
+    if token.is_empty() {
+        return Err(client.garbage("latest/api/token", "empty IMDSv2 session token"));
+    }
+    Ok(token)
+}
+
+struct NetworkInterface {
+    /// (network card, device number): the CCM's order.
+    order: (u32, u32),
+    ipv4: Vec<String>,
+    ipv6: Vec<String>,
+}
+
+async fn network_interfaces(
+    client: &MetadataClient,
+    headers: &[(&str, &str)],
+) -> Result<Vec<NetworkInterface>, MetadataError> {
+    const MACS: &str = "latest/meta-data/network/interfaces/macs/";
+    let Some(listing) = client.get(MACS, headers).await? else {
+        return Ok(Vec::new());
+    };
+    let mut interfaces = Vec::new();
+    for mac in listing
+        .lines()
+        .map(|l| l.trim().trim_end_matches('/'))
+        .filter(|l| !l.is_empty())
+    {
+        let path = |leaf: &str| format!("{MACS}{mac}/{leaf}");
+        let number = |text: Option<String>| text.and_then(|t| t.trim().parse::<u32>().ok()).unwrap_or(0);
+        let device = number(client.get(&path("device-number"), headers).await?);
+        let card = number(client.get(&path("network-card"), headers).await?);
+        let mut ipv4 = Vec::new();
+        for line in client
+            .get(&path("local-ipv4s"), headers)
+            .await?
+            .unwrap_or_default()
+            .lines()
+        {
+            if !line.trim().is_empty() {
+                ipv4.push(super::ip(client, &path("local-ipv4s"), line)?.to_string());
+            }
+        }
+        let mut ipv6 = Vec::new();
+        for line in client.get(&path("ipv6s"), headers).await?.unwrap_or_default().lines() {
+            if !line.trim().is_empty() {
+                ipv6.push(super::ip(client, &path("ipv6s"), line)?.to_string());
+            }
+        }
+        interfaces.push(NetworkInterface {
+            order: (card, device),
+            ipv4,
+            ipv6,
+        });
+    }
+    interfaces.sort_by_key(|i| i.order);
+    Ok(interfaces)
+}

@@ -1,0 +1,93 @@
+//! Hetzner Cloud server metadata (`/hetzner/v1/metadata`, YAML, no header;
+//! IPv4 endpoint only).
+//!
+//! Address order follows the hcloud cloud controller manager: the server
+//! name as Hostname, the public IPv4 and IPv6 as external addresses, then
+//! the private network addresses as internal ones. (The CCM lists private
+//! addresses only when it is configured with the network: HCLOUD_NETWORK.)
+
+use serde::Deserialize;
+
+use super::{AddressKind, Instance, MetadataClient, MetadataError};
+
+const METADATA: &str = "hetzner/v1/metadata";
+const PRIVATE_NETWORKS: &str = "hetzner/v1/metadata/private-networks";
+
+#[derive(Deserialize)]
+struct Document {
+    hostname: String,
+    #[serde(rename = "instance-id")]
+    instance_id: serde_yaml_ng::Value,
+    #[serde(rename = "public-ipv4", default)]
+    public_ipv4: Option<String>,
+    #[serde(rename = "network-config", default)]
+    network_config: Option<NetworkConfig>,
+}
+
+#[derive(Deserialize)]
+struct NetworkConfig {
+    #[serde(default)]
+    config: Vec<NetworkEntry>,
+}
+
+#[derive(Deserialize)]
+struct NetworkEntry {
+    #[serde(default)]
+    subnets: Vec<Subnet>,
+}
+
+#[derive(Deserialize)]
+struct Subnet {
+    #[serde(default)]
+    address: Option<String>,
+    #[serde(default)]
+    ipv6: bool,
+}
+
+#[derive(Deserialize)]
+struct PrivateNetwork {
+    ip: String,
+}
+
+pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, MetadataError> {
+    let body = client.get_required(METADATA, &[]).await?;
+    let document: Document = serde_yaml_ng::from_str(&body).map_err(|e| client.garbage(METADATA, e.to_string()))?;
+    let mut instance = Instance {
+        hostname: Some(document.hostname.clone()),
+        instance_id: Some(match &document.instance_id {
+            serde_yaml_ng::Value::String(id) => id.clone(),
+            serde_yaml_ng::Value::Number(id) => id.to_string(),
+            _ => return Err(client.garbage(METADATA, "instance-id is not a number or string")),
+        }),
+        ..Instance::default()
+    };
+    instance.push(AddressKind::Hostname, document.hostname);
+    if let Some(public) = document.public_ipv4.filter(|ip| !ip.trim().is_empty()) {
+        instance.push(
+            AddressKind::ExternalIP,
+            super::ip(client, METADATA, &public)?.to_string(),
+        );
+    }
+    let subnets = document
+        .network_config
+        .iter()
+        .flat_map(|n| &n.config)
+        .flat_map(|c| &c.subnets);
+    for subnet in subnets.filter(|s| s.ipv6) {
+        if let Some(address) = &subnet.address {
+            let ip = address.split('/').next().unwrap_or_default();
+            instance.push(AddressKind::ExternalIP, super::ip(client, METADATA, ip)?.to_string());
+        }
+    }
+    if let Some(body) = client.get(PRIVATE_NETWORKS, &[]).await? {
+        let networks: Vec<PrivateNetwork> =
+            serde_yaml_ng::from_str(&body).map_err(|e| client.garbage(PRIVATE_NETWORKS, e.to_string()))?;
+        for network in networks {
+            instance.push(
+                AddressKind::InternalIP,
+                super::ip(client, PRIVATE_NETWORKS, &network.ip)?.to_string(),
+            );
+        }
+    }
+    Ok(instance)
+}

@@ -1,0 +1,283 @@
+//! Cloud instance metadata services: the instance's addresses in the order
+//! the cloud's controller manager reports them, and its names.
+//!
+//! Each provider reads its documented metadata API over plain HTTP on a
+//! link-local address (never through a proxy), with short time-outs: a node
+//! at boot must not hang on a service that is not there.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+use url::Url;
+
+pub mod aws;
+pub mod azure;
+pub mod digitalocean;
+pub mod gce;
+pub mod hetzner;
+pub mod openstack;
+
+/// `Node.status.addresses[].type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AddressKind {
+    InternalIP,
+    ExternalIP,
+    InternalDNS,
+    ExternalDNS,
+    Hostname,
+}
+
+impl fmt::Display for AddressKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CloudAddress {
+    #[serde(rename = "type")]
+    pub kind: AddressKind,
+    pub address: String,
+}
+
+impl CloudAddress {
+    pub fn new(kind: AddressKind, address: impl Into<String>) -> Self {
+        Self {
+            kind,
+            address: address.into(),
+        }
+    }
+}
+
+/// What a metadata service says about this instance.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    /// In the order the cloud controller manager reports them.
+    pub addresses: Vec<CloudAddress>,
+    pub hostname: Option<String>,
+    pub instance_id: Option<String>,
+    /// The cloud's private DNS name, where it has one (EC2's `PrivateDnsName`).
+    pub private_dns: Option<String>,
+}
+
+impl Instance {
+    fn push(&mut self, kind: AddressKind, address: impl Into<String>) {
+        let address = address.into();
+        let address = address.trim();
+        if !address.is_empty() && !self.addresses.iter().any(|a| a.kind == kind && a.address == address) {
+            self.addresses.push(CloudAddress::new(kind, address));
+        }
+    }
+}
+
+/// The metadata services this crate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Aws,
+    Gce,
+    Azure,
+    OpenStack,
+    DigitalOcean,
+    Hetzner,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 6] = [
+        Provider::Aws,
+        Provider::Gce,
+        Provider::Azure,
+        Provider::OpenStack,
+        Provider::DigitalOcean,
+        Provider::Hetzner,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Aws => "aws",
+            Provider::Gce => "gce",
+            Provider::Azure => "azure",
+            Provider::OpenStack => "openstack",
+            Provider::DigitalOcean => "digitalocean",
+            Provider::Hetzner => "hetzner",
+        }
+    }
+
+    /// The documented endpoint's root; paths are joined under it. AWS also
+    /// has an IPv6 one ([`aws::IPV6_ENDPOINT`]).
+    pub fn default_endpoint(self) -> &'static str {
+        "http://169.254.169.254/"
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("{provider} metadata service at {url} did not answer within {timeout:?}")]
+    Timeout {
+        provider: &'static str,
+        url: String,
+        timeout: Duration,
+    },
+    #[error("cannot reach the {provider} metadata service at {url}: {reason}")]
+    Connect {
+        provider: &'static str,
+        url: String,
+        reason: String,
+    },
+    #[error("{provider} metadata service answered HTTP {status} for {url}{hint}")]
+    Status {
+        provider: &'static str,
+        url: String,
+        status: u16,
+        hint: &'static str,
+    },
+    #[error("{provider} metadata service sent an unreadable answer for {url}: {problem}")]
+    Garbage {
+        provider: &'static str,
+        url: String,
+        problem: String,
+    },
+    #[error("{0}")]
+    Client(#[from] crate::http::HttpClientError),
+}
+
+/// A metadata client for one provider at one base URL.
+#[derive(Debug, Clone)]
+pub struct MetadataClient {
+    provider: Provider,
+    base: Url,
+    client: reqwest::Client,
+    timeout: Duration,
+}
+
+impl MetadataClient {
+    pub fn new(provider: Provider, base: Url, timeout: Duration) -> Result<Self, MetadataError> {
+        let user_agent = concat!("cloud-node-suite/", env!("CARGO_PKG_VERSION"));
+        let client = crate::http::metadata_client(user_agent, timeout)?;
+        Ok(Self {
+            provider,
+            base,
+            client,
+            timeout,
+        })
+    }
+
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// Reads the instance through the provider's API.
+    pub async fn instance(&self) -> Result<Instance, MetadataError> {
+        match self.provider {
+            Provider::Aws => aws::instance(self).await,
+            Provider::Gce => gce::instance(self).await,
+            Provider::Azure => azure::instance(self).await,
+            Provider::OpenStack => openstack::instance(self).await,
+            Provider::DigitalOcean => digitalocean::instance(self).await,
+            Provider::Hetzner => hetzner::instance(self).await,
+        }
+    }
+
+    fn url(&self, path: &str) -> Result<Url, MetadataError> {
+        self.base.join(path).map_err(|e| MetadataError::Garbage {
+            provider: self.provider.name(),
+            url: format!("{}{path}", self.base),
+            problem: e.to_string(),
+        })
+    }
+
+    /// GET `path` with `headers`; `Ok(None)` for 404, which the APIs use
+    /// for "this instance has none".
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<Option<String>, MetadataError> {
+        let url = self.url(path)?;
+        let mut request = self.client.get(url.clone());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.map_err(|e| self.transport_error(&url, e))?;
+        let status = response.status().as_u16();
+        if status == 404 {
+            return Ok(None);
+        }
+        if !(200..300).contains(&status) {
+            return Err(MetadataError::Status {
+                provider: self.provider.name(),
+                url: url.to_string(),
+                status,
+                hint: "",
+            });
+        }
+        let body = response.text().await.map_err(|e| self.transport_error(&url, e))?;
+        Ok(Some(body))
+    }
+
+    /// Like [`get`](Self::get), but the path must exist.
+    async fn get_required(&self, path: &str, headers: &[(&str, &str)]) -> Result<String, MetadataError> {
+        self.get(path, headers).await?.ok_or_else(|| MetadataError::Status {
+            provider: self.provider.name(),
+            url: self
+                .url(path)
+                .map(|u| u.to_string())
+                .unwrap_or_else(|_| path.to_owned()),
+            status: 404,
+            hint: ": is this instance on that cloud?",
+        })
+    }
+
+    fn transport_error(&self, url: &Url, error: reqwest::Error) -> MetadataError {
+        if error.is_timeout() {
+            return MetadataError::Timeout {
+                provider: self.provider.name(),
+                url: url.to_string(),
+                timeout: self.timeout,
+            };
+        }
+        let error = error.without_url();
+        let mut reason = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            reason.push_str(": ");
+            reason.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        MetadataError::Connect {
+            provider: self.provider.name(),
+            url: url.to_string(),
+            reason,
+        }
+    }
+
+    fn garbage(&self, path: &str, problem: impl Into<String>) -> MetadataError {
+        MetadataError::Garbage {
+            provider: self.provider.name(),
+            url: self
+                .url(path)
+                .map(|u| u.to_string())
+                .unwrap_or_else(|_| path.to_owned()),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Parses an IP address the service returned, or says which path was bad.
+fn ip(client: &MetadataClient, path: &str, text: &str) -> Result<std::net::IpAddr, MetadataError> {
+    text.trim()
+        .parse()
+        .map_err(|_| client.garbage(path, format!("{:?} is not an IP address", shorten(text))))
+}
+
+/// At most 60 characters of an answer, for error messages.
+fn shorten(text: &str) -> String {
+    let trimmed = text.trim();
+    let short: String = trimmed.chars().take(60).collect();
+    if short.len() < trimmed.len() {
+        format!("{short}…")
+    } else {
+        short
+    }
+}

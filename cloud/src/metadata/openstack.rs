@@ -1,0 +1,136 @@
+//! OpenStack metadata: the metadata service, or a config drive mounted as
+//! a directory (`openstack/latest/meta_data.json` and `network_data.json`,
+//! plus EC2-style `local-ipv4`/`public-ipv4`).
+//!
+//! Addresses: the fixed addresses of `network_data.json` (or the EC2
+//! `local-ipv4` when it lists none) as internal, the floating `public-ipv4`
+//! as external, then the hostname. The OpenStack cloud controller manager
+//! reads Nova's server addresses, which hold the same fixed and floating IPs.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{AddressKind, Instance, MetadataClient, MetadataError};
+
+const META_DATA: &str = "openstack/latest/meta_data.json";
+const NETWORK_DATA: &str = "openstack/latest/network_data.json";
+const EC2_LOCAL_IPV4: &str = "latest/meta-data/local-ipv4";
+const EC2_PUBLIC_IPV4: &str = "latest/meta-data/public-ipv4";
+
+#[derive(Deserialize)]
+struct MetaData {
+    uuid: String,
+    #[serde(default)]
+    hostname: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct NetworkData {
+    #[serde(default)]
+    networks: Vec<NetworkEntry>,
+}
+
+#[derive(Deserialize)]
+struct NetworkEntry {
+    #[serde(default)]
+    ip_address: Option<String>,
+}
+
+/// The EC2-compatible document on a config drive.
+#[derive(Deserialize)]
+struct Ec2MetaData {
+    #[serde(rename = "local-ipv4", default)]
+    local_ipv4: Option<String>,
+    #[serde(rename = "public-ipv4", default)]
+    public_ipv4: Option<String>,
+}
+
+pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, MetadataError> {
+    let body = client.get_required(META_DATA, &[]).await?;
+    let meta: MetaData = serde_json::from_str(&body).map_err(|e| client.garbage(META_DATA, e.to_string()))?;
+    let network = match client.get(NETWORK_DATA, &[]).await? {
+        Some(body) => serde_json::from_str(&body).map_err(|e| client.garbage(NETWORK_DATA, e.to_string()))?,
+        None => NetworkData { networks: Vec::new() },
+    };
+    let local = client.get(EC2_LOCAL_IPV4, &[]).await?;
+    let public = client.get(EC2_PUBLIC_IPV4, &[]).await?;
+    assemble(meta, network, local, public, |path, text| {
+        super::ip(client, path, text).map(|ip| ip.to_string())
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("config drive {path}: {reason}")]
+pub struct ConfigDriveError {
+    pub path: String,
+    pub reason: String,
+}
+
+/// Reads a config drive (label `config-2`) mounted at `root`.
+pub fn from_config_drive(root: &Path) -> Result<Instance, ConfigDriveError> {
+    let read = |relative: &str| -> Result<Option<String>, ConfigDriveError> {
+        let path = root.join(relative);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ConfigDriveError {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }),
+        }
+    };
+    let bad = |relative: &str, reason: String| ConfigDriveError {
+        path: root.join(relative).display().to_string(),
+        reason,
+    };
+    let meta_text =
+        read(META_DATA)?.ok_or_else(|| bad(META_DATA, "missing: is this an OpenStack config drive?".into()))?;
+    let meta: MetaData = serde_json::from_str(&meta_text).map_err(|e| bad(META_DATA, e.to_string()))?;
+    let network = match read(NETWORK_DATA)? {
+        Some(text) => serde_json::from_str(&text).map_err(|e| bad(NETWORK_DATA, e.to_string()))?,
+        None => NetworkData { networks: Vec::new() },
+    };
+    const EC2: &str = "ec2/latest/meta-data.json";
+    let ec2: Option<Ec2MetaData> = match read(EC2)? {
+        Some(text) => Some(serde_json::from_str(&text).map_err(|e| bad(EC2, e.to_string()))?),
+        None => None,
+    };
+    let (local, public) = ec2.map_or((None, None), |e| (e.local_ipv4, e.public_ipv4));
+    assemble(meta, network, local, public, |path, text| {
+        text.trim()
+            .parse::<std::net::IpAddr>()
+            .map(|ip| ip.to_string())
+            .map_err(|_| bad(path, format!("{text:?} is not an IP address")))
+    })
+}
+
+fn assemble<E>(
+    meta: MetaData,
+    network: NetworkData,
+    local: Option<String>,
+    public: Option<String>,
+    ip: impl Fn(&str, &str) -> Result<String, E>,
+) -> Result<Instance, E> {
+    let mut instance = Instance {
+        instance_id: Some(meta.uuid),
+        hostname: meta.hostname.clone().or(meta.name.clone()),
+        ..Instance::default()
+    };
+    for address in network.networks.iter().filter_map(|n| n.ip_address.as_deref()) {
+        instance.push(AddressKind::InternalIP, ip(NETWORK_DATA, address)?);
+    }
+    if let Some(local) = local.filter(|l| !l.trim().is_empty()) {
+        instance.push(AddressKind::InternalIP, ip(EC2_LOCAL_IPV4, &local)?);
+    }
+    if let Some(public) = public.filter(|p| !p.trim().is_empty()) {
+        instance.push(AddressKind::ExternalIP, ip(EC2_PUBLIC_IPV4, &public)?);
+    }
+    if let Some(hostname) = &instance.hostname {
+        let hostname = hostname.clone();
+        instance.push(AddressKind::Hostname, hostname);
+    }
+    Ok(instance)
+}

@@ -1,0 +1,190 @@
+//! Shared by the tests that run in real network namespaces: they need
+//! root and iproute2, and run in `make test` on this project's machines
+//! (which run as root). Set NODE_IP_HELPER_SKIP_NETNS_TESTS=1 to skip them.
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A network namespace, deleted (with its interfaces) when dropped.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new() -> Option<Self> {
+        if std::env::var_os("NODE_IP_HELPER_SKIP_NETNS_TESTS").is_some() {
+            eprintln!("skipped: NODE_IP_HELPER_SKIP_NETNS_TESTS is set");
+            return None;
+        }
+        let name = format!("nih-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
+        sh(&format!("ip netns add {name}"));
+        let ns = Self { name };
+        ns.ip("link set lo up");
+        Some(ns)
+    }
+
+    /// `ip -n NS ARGS`.
+    pub fn ip(&self, args: &str) {
+        sh(&format!("ip -n {} {args}", self.name));
+    }
+
+    /// A veth pair inside the namespace, both ends up; `name` is the end we use.
+    pub fn nic(&self, name: &str) {
+        let peer = format!("{}p", &name[..name.len().min(13)]);
+        self.ip(&format!("link add {name} type veth peer name {peer}"));
+        self.ip(&format!("link set {peer} up"));
+        self.ip(&format!("link set {name} up"));
+    }
+
+    pub fn sysctl(&self, setting: &str) {
+        sh(&format!("ip netns exec {} sysctl -qw {setting}", self.name));
+    }
+
+    pub fn helper(&self, args: &[&str]) -> Output {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, env!("CARGO_BIN_EXE_node-ip-helper")])
+            .args(args)
+            .output()
+            .expect("run node-ip-helper in the namespace");
+        Output {
+            status: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `detect` with JSON output: the chosen IPs, or the failure message.
+    pub fn detect(&self, args: &[&str]) -> Result<Vec<String>, String> {
+        let mut all = vec!["detect", "--output", "json"];
+        all.extend(args);
+        let out = self.helper(&all);
+        if out.status != 0 {
+            assert!(out.stdout.is_empty(), "nothing on stdout on failure");
+            return Err(out.stderr);
+        }
+        let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON output");
+        Ok(json["nodeIPs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ip| ip.as_str().unwrap().to_owned())
+            .collect())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+pub struct Output {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn sh(command: &str) {
+    let status = Command::new("sh").args(["-c", command]).status().expect("run sh");
+    assert!(
+        status.success(),
+        "`{command}` failed: these tests need root and iproute2"
+    );
+}
+
+/// A server process running inside a namespace, killed when dropped.
+pub struct Server {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl Server {
+    /// A port with nothing listening (bound, then released).
+    pub fn closed() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("true").spawn().expect("spawn true");
+        Server { child, port }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+impl Netns {
+    /// The fake metadata server (tests/fakes/metadata_server.py) with one
+    /// scenario from tests/data/node-ip-helper/metadata/.
+    pub fn fake_metadata(&self, scenario: &str) -> Server {
+        let root = workspace_root();
+        let script = root.join("tests/fakes/metadata_server.py");
+        let scenario = root.join("tests/data/node-ip-helper/metadata").join(scenario);
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.name, "python3"])
+            .arg(script)
+            .arg(scenario)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the fake metadata server");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("read the port");
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("fake server printed {line:?}"));
+        Server { child, port }
+    }
+
+    /// moto's server (PyPI `moto[server]`, installed by `make tools`) on
+    /// the namespace's loopback.
+    pub fn moto(&self) -> Server {
+        let moto = std::env::var_os("MOTO_SERVER")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join(".cache/venv/bin/moto_server"));
+        assert!(
+            moto.exists(),
+            "{} not found: run `make tools` (installs moto[server])",
+            moto.display()
+        );
+        let port = 5000 + (std::process::id() % 1000) as u16 + NEXT.fetch_add(1, Ordering::SeqCst) as u16;
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .arg(&moto)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        let server = Server { child, port };
+        // moto takes a second or two to import; wait until it answers.
+        for _ in 0..100 {
+            let ready = Command::new("ip")
+                .args(["netns", "exec", &self.name, "python3", "-c"])
+                .arg(format!(
+                    "import socket; socket.create_connection(('127.0.0.1', {port}), timeout=0.2)"
+                ))
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return server;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("moto_server did not start on port {port}");
+    }
+}
