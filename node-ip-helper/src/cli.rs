@@ -41,7 +41,7 @@ pub enum Command {
     /// when the choice changed.
     Write(WriteCommand),
     /// Say whether the cloud controller manager will initialize a node
-    /// started with --node-ip, and which addresses it will set.
+    /// started with --node-ip (offline), or why a Node is stuck (--node).
     Check(CheckCommand),
 }
 
@@ -180,14 +180,30 @@ pub struct FilterArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("subject").required(true).args(["node_ip", "node"]))]
 pub struct CheckCommand {
-    /// The --node-ip value kubelet is (or will be) started with: A or A,B.
+    /// Offline: the --node-ip value kubelet is (or will be) started with, A
+    /// or A,B; needs --cloud-addresses.
     #[arg(long, env = "NODE_IP_HELPER_NODE_IP", value_name = "IPS")]
-    pub node_ip: String,
+    pub node_ip: Option<String>,
+    /// Live: the Node to read from the cluster (its provided-node-ip
+    /// annotation, addresses and taints), with the kubeconfig's identity.
+    #[arg(long, env = "NODE_IP_HELPER_NODE", value_name = "NAME")]
+    pub node: Option<String>,
+    /// kubeconfig for --node (default: $KUBECONFIG, ~/.kube/config, or the
+    /// in-cluster service account).
+    #[arg(long, env = "NODE_IP_HELPER_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
     /// The instance's addresses as the cloud reports them: a JSON array of
     /// {"type": "InternalIP", "address": "10.0.0.5"} as in Node.status.addresses.
     #[arg(long, env = "NODE_IP_HELPER_CLOUD_ADDRESSES", value_name = "FILE")]
-    pub cloud_addresses: PathBuf,
+    pub cloud_addresses: Option<PathBuf>,
+    /// With --node, on the node itself: read the cloud's addresses from this
+    /// metadata source (a cloud name or auto) instead of a file.
+    #[arg(long = "source", env = "NODE_IP_HELPER_SOURCE", value_enum, value_name = "SOURCE")]
+    pub source: Option<Source>,
+    #[command(flatten)]
+    pub metadata: MetadataArgs,
     /// Output format.
     #[arg(long, short, env = "NODE_IP_HELPER_CHECK_OUTPUT", value_enum, default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,

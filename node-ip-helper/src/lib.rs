@@ -14,6 +14,7 @@ pub mod envfile;
 pub mod family;
 pub mod filters;
 pub mod host;
+pub mod live;
 pub mod output;
 pub mod select;
 
@@ -38,6 +39,12 @@ pub enum Error {
     Metadata(#[from] MetadataError),
     #[error(transparent)]
     ConfigDrive(#[from] cloud_access::metadata::openstack::ConfigDriveError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot load the kubeconfig{}: {reason}", .path.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
+    Kubeconfig { path: Option<String>, reason: String },
+    #[error("cannot read Node {name}: {reason}")]
+    ReadNode { name: String, reason: String },
     #[error("--node-name-from {wanted}: the {from} source has no {what}; use --source {hint}")]
     NodeName {
         wanted: &'static str,
@@ -96,7 +103,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check(command) => check(&command),
+        Command::Check(command) => check(&command).await,
     }
 }
 
@@ -300,19 +307,137 @@ fn filters(args: &FilterArgs) -> Filters {
     }
 }
 
-fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
-    let cloud = read_cloud_addresses(&command.cloud_addresses)?;
-    let verdict = ccm::simulate(&command.node_ip, &cloud);
-    let text = match command.output {
-        // Serializing plain strings cannot fail.
-        CheckOutput::Json => serde_json::to_string_pretty(&verdict).unwrap_or_default() + "\n",
-        CheckOutput::Text => describe(&command.node_ip, &verdict),
+async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
+    let cloud = match (&command.cloud_addresses, command.source) {
+        (Some(_), Some(_)) => return Err(Error::Usage("give --cloud-addresses or --source, not both".into())),
+        (Some(path), None) => Some(read_cloud_addresses(path)?),
+        (None, Some(Source::Local)) => {
+            return Err(Error::Usage(
+                "--source local has no cloud addresses: give a cloud's name, auto, or --cloud-addresses".into(),
+            ));
+        }
+        (None, Some(source)) => Some(cloud_addresses_from(source, command).await?),
+        (None, None) => None,
     };
-    print(&text)?;
-    Ok(match verdict {
-        ccm::Verdict::Initializes { .. } => ExitCode::SUCCESS,
-        _ => ExitCode::FAILURE,
+    match (&command.node_ip, &command.node) {
+        (Some(node_ip), _) => {
+            let cloud = cloud.ok_or_else(|| {
+                Error::Usage("--node-ip needs the cloud's addresses: --cloud-addresses FILE or --source".into())
+            })?;
+            let verdict = ccm::simulate(node_ip, &cloud);
+            let text = match command.output {
+                // Serializing plain strings cannot fail.
+                CheckOutput::Json => serde_json::to_string_pretty(&verdict).unwrap_or_default() + "\n",
+                CheckOutput::Text => describe(node_ip, &verdict),
+            };
+            print(&text)?;
+            Ok(match verdict {
+                ccm::Verdict::Initializes { .. } => ExitCode::SUCCESS,
+                _ => ExitCode::FAILURE,
+            })
+        }
+        (None, Some(name)) => {
+            let node = read_node(name, command.kubeconfig.as_deref()).await?;
+            let facts = live::facts(&node);
+            let diagnosis = live::diagnose(&facts, cloud.as_deref());
+            let text = match command.output {
+                CheckOutput::Json => {
+                    let report = serde_json::json!({"node": facts, "diagnosis": diagnosis});
+                    serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+                }
+                CheckOutput::Text => describe_node(&facts, &diagnosis),
+            };
+            print(&text)?;
+            Ok(if diagnosis.is_stuck() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        // clap's argument group requires one of the two.
+        (None, None) => Err(Error::Usage("give --node-ip or --node".into())),
+    }
+}
+
+async fn cloud_addresses_from(source: Source, command: &CheckCommand) -> Result<Vec<ccm::NodeAddress>, Error> {
+    let metadata = &command.metadata;
+    let endpoint = metadata.metadata_endpoint.as_ref();
+    // The family policy only picks AWS's IPv6 endpoint; IPv4 is the default.
+    let policy = family::IpFamilyPolicy::Ipv4;
+    let instance = match source {
+        Source::Auto => cloud::detect_provider(endpoint, policy, metadata.metadata_timeout)
+            .await
+            .map(|(_, instance)| instance)
+            .ok_or_else(|| Error::Usage("--source auto: no metadata service answered on this machine".into()))?,
+        Source::Openstack if metadata.config_drive.is_some() => {
+            let root = metadata.config_drive.as_deref().unwrap_or(Path::new("/"));
+            cloud_access::metadata::openstack::from_config_drive(root)?
+        }
+        other => cloud::fetch(provider_of(other), endpoint, policy, metadata.metadata_timeout).await?,
+    };
+    Ok(instance
+        .addresses
+        .iter()
+        .map(|a| ccm::NodeAddress::new(&a.kind.to_string(), &a.address))
+        .collect())
+}
+
+async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_openapi::api::core::v1::Node, Error> {
+    let config_error = |reason: String| Error::Kubeconfig {
+        path: kubeconfig.map(|p| p.display().to_string()),
+        reason,
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| config_error(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| config_error(e.to_string()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| config_error(e.to_string()))?,
+    };
+    let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    nodes.get(name).await.map_err(|e| Error::ReadNode {
+        name: name.to_owned(),
+        reason: match e {
+            kube::Error::Api(status) if status.code == 403 => format!(
+                "forbidden ({}): a node's own identity (system:node:NAME) may read only its own Node",
+                status.message
+            ),
+            kube::Error::Api(status) if status.code == 404 => "no such Node: has kubelet registered it?".to_owned(),
+            other => other.to_string(),
+        },
     })
+}
+
+fn describe_node(facts: &live::NodeFacts, diagnosis: &live::Diagnosis) -> String {
+    let mut text = format!(
+        "Node {}: provided-node-ip {}, providerID {}, taint {}\n",
+        facts.name,
+        facts.provided_node_ip.as_deref().unwrap_or("(none)"),
+        facts.provider_id.as_deref().unwrap_or("(empty)"),
+        if facts.uninitialized {
+            live::UNINITIALIZED_TAINT
+        } else {
+            "(none)"
+        }
+    );
+    match diagnosis {
+        live::Diagnosis::Initialized { addresses, warning } => {
+            text.push_str("OK: the node is initialized; its addresses:\n");
+            for address in addresses {
+                text.push_str(&format!("  {:<12} {}\n", address.kind, address.address));
+            }
+            if let Some(warning) = warning {
+                text.push_str(&format!("WARNING: {warning}\n"));
+            }
+        }
+        live::Diagnosis::Stuck { reason, fix } => {
+            text.push_str(&format!("STUCK: {reason}\nFIX: {fix}\n"));
+        }
+    }
+    text
 }
 
 fn read_cloud_addresses(path: &Path) -> Result<Vec<ccm::NodeAddress>, Error> {
