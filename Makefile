@@ -45,3 +45,4 @@ bench: release
 
 clean:
 	$(CARGO) clean
+

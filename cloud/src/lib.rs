@@ -3,6 +3,7 @@
 //! receive a credential, the clouds' instance metadata services, and the
 //! logging and duration conventions the programs share.
 
+pub mod aws;
 pub mod endpoint;
 pub mod go_duration;
 pub mod http;

@@ -53,6 +53,10 @@ pub enum Command {
     /// Exchanges the pod's service-account token for a registry token at an
     /// OAuth 2.0 token endpoint (RFC 8693).
     TokenExchange(Box<TokenExchangeArgs>),
+    /// Amazon ECR logins (private ECR in every partition, FIPS and dual-stack
+    /// hosts, ECR Public), as the node or, with KEP-4412, as the role named
+    /// by the pod's service account.
+    Ecr(EcrArgs),
     /// Print the providers of a kubelet CredentialProviderConfig that kubelet
     /// would run for IMAGE, one name per line, in config order.
     Explain(ExplainArgs),
@@ -126,6 +130,35 @@ pub struct TokenExchangeArgs {
     pub timeout: Duration,
     #[command(flatten)]
     pub expiry: ExpiryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct EcrArgs {
+    /// Service-account annotation key whose value is the IAM role to pull as
+    /// (repeatable; the first present wins).
+    #[arg(
+        long = "role-annotation",
+        env = "CLOUD_CREDENTIAL_PROVIDER_ROLE_ANNOTATIONS",
+        value_delimiter = ',',
+        default_value = crate::backend::ecr::DEFAULT_ROLE_ANNOTATION,
+        value_name = "KEY"
+    )]
+    pub role_annotations: Vec<String>,
+    /// Only assume roles in these AWS accounts (repeatable); unset: any.
+    #[arg(
+        long = "allowed-account-id",
+        env = "CLOUD_CREDENTIAL_PROVIDER_ALLOWED_ACCOUNT_IDS",
+        value_delimiter = ',',
+        value_name = "ID"
+    )]
+    pub allowed_accounts: Vec<String>,
+    /// Refuse pulls whose service account names no role, instead of using
+    /// the node's own credentials.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REQUIRE_ROLE_ANNOTATION")]
+    pub require_role_annotation: bool,
+    /// Deadline of the whole login, below kubelet's 1m kill (at most 50s).
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", value_parser = parse_timeout, default_value = "20s", value_name = "DURATION")]
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Args)]

@@ -15,8 +15,8 @@ pub mod matching;
 pub mod protocol;
 
 use backend::{
-    BackendError, CredentialBackend, PassthroughBackend, StaticBackend, TokenExchangeBackend,
-    token_exchange::ExchangeSettings,
+    BackendError, CredentialBackend, EcrBackend, PassthroughBackend, StaticBackend, TokenExchangeBackend,
+    ecr::EcrSettings, token_exchange::ExchangeSettings,
 };
 use cli::{Cli, Command};
 use kubelet_config::{ConfigError, CredentialProviderConfig, FieldError};
@@ -66,6 +66,17 @@ pub fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, R
                 client_id: args.client_id,
                 timeout: args.timeout,
                 expiry_margin: args.expiry.expiry_margin,
+            })
+            .map_err(BackendError::from)?;
+            serve_request(&backend, stdin, stdout)
+        }
+        Command::Ecr(args) => {
+            let backend = EcrBackend::new(EcrSettings {
+                role_annotations: args.role_annotations,
+                allowed_accounts: args.allowed_accounts,
+                require_role_annotation: args.require_role_annotation,
+                timeout: args.timeout,
+                endpoints: cloud_access::aws::EndpointOptions::from_env(),
             })
             .map_err(BackendError::from)?;
             serve_request(&backend, stdin, stdout)

@@ -1,15 +1,18 @@
 //! Where credentials come from. Each backend turns a kubelet request into
 //! [`Credentials`]; the protocol layer puts them in kubelet's wire format.
-//! Cloud registries (ECR, Artifact Registry, ACR) join as further backends.
+//! Cloud registries join as further backends (ECR is here; Artifact
+//! Registry and ACR come next).
 
 use std::future::Future;
 
 use crate::protocol::{CredentialRequest, Credentials};
 
+pub mod ecr;
 pub mod passthrough;
 pub mod static_file;
 pub mod token_exchange;
 
+pub use ecr::{EcrBackend, EcrError};
 pub use passthrough::{PassthroughBackend, PassthroughError};
 pub use static_file::{DockerConfigError, StaticBackend};
 pub use token_exchange::{TokenExchangeBackend, TokenExchangeError};
@@ -32,4 +35,6 @@ pub enum BackendError {
     Passthrough(#[from] PassthroughError),
     #[error(transparent)]
     TokenExchange(#[from] TokenExchangeError),
+    #[error(transparent)]
+    Ecr(#[from] EcrError),
 }

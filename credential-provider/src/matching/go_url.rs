@@ -1,7 +1,8 @@
 //! The part of Go's `net/url.Parse` that kubelet's `ParseSchemelessURL`
 //! exercises: it parses `"https://" + text` and keeps the host (with port)
 //! and the unescaped path. Config validation rejects exactly what this
-//! rejects, so the error cases follow Go's.
+//! rejects, so the error cases follow Go's (as of Go 1.26, which is stricter
+//! about brackets and colons in hosts than earlier releases).
 
 /// Host (with any port) and unescaped path of a schemeless URL. Bytes, not
 /// text: `%`-escapes may decode to bytes that are not UTF-8, as in Go.
@@ -25,6 +26,10 @@ pub enum UrlError {
     MissingBracket,
     #[error("invalid userinfo")]
     Userinfo,
+    #[error("invalid IP-literal")]
+    IpLiteral,
+    #[error("invalid host: {0}")]
+    InvalidHost(String),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -80,26 +85,69 @@ fn valid_userinfo_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._:~!$&'()*+,;=%@".contains(&b)
 }
 
+/// Go 1.26's `parseHost` for an https URL: a bracketed host must be an
+/// IPv6 literal (with an optional zone), and an unbracketed host may hold
+/// one colon only, before the port.
 fn parse_host(host: &str) -> Result<Vec<u8>, UrlError> {
-    if host.starts_with('[') {
-        let close = host.rfind(']').ok_or(UrlError::MissingBracket)?;
-        let colon_port = &host[close + 1..];
-        if !valid_optional_port(colon_port) {
-            return Err(UrlError::Port(colon_port.to_owned()));
-        }
-        if let Some(zone) = host[..close].find("%25") {
-            let mut out = unescape(&host.as_bytes()[..zone], Mode::Host)?;
-            out.extend(unescape(&host.as_bytes()[zone..close], Mode::Zone)?);
-            out.extend(unescape(&host.as_bytes()[close..], Mode::Host)?);
-            return Ok(out);
-        }
-    } else if let Some(i) = host.rfind(':') {
-        let colon_port = &host[i..];
+    match host.rfind('[') {
+        Some(open) if open > 0 => return Err(UrlError::IpLiteral),
+        Some(_) => return parse_ip_literal(host),
+        None => {}
+    }
+    if let Some(first_colon) = host.find(':') {
+        let colon_port = &host[first_colon..];
         if !valid_optional_port(colon_port) {
             return Err(UrlError::Port(colon_port.to_owned()));
         }
     }
     unescape(host.as_bytes(), Mode::Host)
+}
+
+/// `[IPv6]`, `[IPv6%25zone]`, with an optional `:port`.
+fn parse_ip_literal(host: &str) -> Result<Vec<u8>, UrlError> {
+    let close = host.rfind(']').ok_or(UrlError::MissingBracket)?;
+    let colon_port = &host[close + 1..];
+    if !valid_optional_port(colon_port) {
+        return Err(UrlError::Port(colon_port.to_owned()));
+    }
+    let inside = &host.as_bytes()[1..close];
+    let unescaped = match host[1..close].find("%25") {
+        Some(zone) => {
+            let mut out = unescape(&inside[..zone], Mode::Host)?;
+            out.extend(unescape(&inside[zone..], Mode::Zone)?);
+            out
+        }
+        None => unescape(inside, Mode::Host)?,
+    };
+    check_ip_literal(&unescaped)?;
+    let mut out = Vec::with_capacity(unescaped.len() + colon_port.len() + 2);
+    out.push(b'[');
+    out.extend(unescaped);
+    out.push(b']');
+    out.extend(colon_port.as_bytes());
+    Ok(out)
+}
+
+/// Go's `netip.ParseAddr` on the bracketed text, which must give an IPv6
+/// address: an IPv4 one is not an IP-literal.
+fn check_ip_literal(text: &[u8]) -> Result<(), UrlError> {
+    let text = std::str::from_utf8(text).map_err(|_| UrlError::InvalidHost("not UTF-8".into()))?;
+    let (address, zone) = match text.split_once('%') {
+        Some((address, zone)) => (address, Some(zone)),
+        None => (text, None),
+    };
+    if address.parse::<std::net::Ipv4Addr>().is_ok() && zone.is_none() {
+        return Err(UrlError::IpLiteral);
+    }
+    if zone == Some("") {
+        return Err(UrlError::InvalidHost(format!(
+            "{text:?}: zone must be a non-empty string"
+        )));
+    }
+    address
+        .parse::<std::net::Ipv6Addr>()
+        .map(|_| ())
+        .map_err(|_| UrlError::InvalidHost(format!("{text:?} is not an IPv6 address")))
 }
 
 /// Empty, or `:` followed by digits only (`:` alone is valid).
@@ -225,6 +273,8 @@ mod tests {
         assert_eq!(parsed("reg.io/a%2Fb?x=1#frag"), ("reg.io".into(), "/a/b".into()));
         assert_eq!(parsed("user:pw@reg.io/x"), ("reg.io".into(), "/x".into()));
         assert_eq!(parsed("[::1]:5000/x"), ("[::1]:5000".into(), "/x".into()));
+        assert_eq!(parsed("[fe80::1%25eth0]/x"), ("[fe80::1%eth0]".into(), "/x".into()));
+        assert_eq!(parsed("[::ffff:1.2.3.4]"), ("[::ffff:1.2.3.4]".into(), "".into()));
         assert_eq!(parsed("reg.io:"), ("reg.io:".into(), "".into()));
     }
 
@@ -238,6 +288,18 @@ mod tests {
         assert_eq!(parse_schemeless("re%41g.io"), Err(UrlError::Escape("%41".into())));
         assert_eq!(parse_schemeless("a{b}.io"), Err(UrlError::HostCharacter("{".into())));
         assert_eq!(parse_schemeless("u\"@reg.io"), Err(UrlError::Userinfo));
+        // Go 1.26: one colon only outside brackets, IPv6 only inside them.
+        assert_eq!(
+            parse_schemeless("registry.example.com:5000:1"),
+            Err(UrlError::Port(":5000:1".into()))
+        );
+        assert_eq!(parse_schemeless("reg[a-c].io"), Err(UrlError::IpLiteral));
+        assert_eq!(parse_schemeless("[1.2.3.4]:80"), Err(UrlError::IpLiteral));
+        assert!(matches!(parse_schemeless("[reg.io]"), Err(UrlError::InvalidHost(_))));
+        assert!(matches!(
+            parse_schemeless("[fe80::1%25]"),
+            Err(UrlError::InvalidHost(_))
+        ));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! stdout and stderr.
 #![allow(dead_code)]
 
+pub mod aws_fake;
+pub mod moto;
 pub mod token_server;
 
 use std::io::Write;

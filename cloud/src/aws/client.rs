@@ -1,0 +1,439 @@
+//! SigV4-signed AWS API calls (JSON and query protocols) with retries of
+//! throttling and transient errors, inside the caller's deadline.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use url::Url;
+
+use super::credentials::{AwsCredentials, CredentialsError};
+use super::endpoints::{self, EndpointOptions, Service};
+
+const MAX_ATTEMPTS: u32 = 5;
+const BACKOFF_BASE: Duration = Duration::from_millis(50);
+const BACKOFF_CAP: Duration = Duration::from_secs(2);
+
+/// Error codes AWS uses for throttling and passing trouble.
+const RETRYABLE_CODES: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "LimitExceededException",
+    "RequestThrottled",
+    "SlowDown",
+    "PriorRequestNotComplete",
+    "EC2ThrottledException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "IDPCommunicationError",
+    "InternalError",
+    "InternalFailure",
+    "ServiceUnavailable",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum AwsError {
+    #[error("{service} {action}: {code} (HTTP {status}): {message}")]
+    Api {
+        service: &'static str,
+        action: &'static str,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("{service} {action} at {url}: {reason}")]
+    Transport {
+        service: &'static str,
+        action: &'static str,
+        url: String,
+        reason: String,
+        timeout: bool,
+    },
+    #[error("{service} {action}: no answer within the deadline ({attempts} attempts); last error: {last}")]
+    Deadline {
+        service: &'static str,
+        action: &'static str,
+        attempts: u32,
+        last: String,
+    },
+    #[error("{service} {action}: unreadable answer: {problem}")]
+    Garbage {
+        service: &'static str,
+        action: &'static str,
+        problem: String,
+    },
+    #[error("{0}")]
+    Credentials(#[from] CredentialsError),
+    #[error("{0}")]
+    Endpoint(#[from] endpoints::EndpointError),
+    #[error("cannot sign the {service} request: {reason}")]
+    Signing { service: &'static str, reason: String },
+}
+
+impl AwsError {
+    /// The AWS error code, for API errors.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            AwsError::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    fn retryable(&self) -> bool {
+        match self {
+            AwsError::Api { status, code, .. } => {
+                *status >= 500 || *status == 429 || RETRYABLE_CODES.contains(&code.as_str())
+            }
+            AwsError::Transport { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+pub(crate) fn transport_error(
+    service: &'static str,
+    action: &'static str,
+    url: &Url,
+    error: reqwest::Error,
+) -> AwsError {
+    let timeout = error.is_timeout();
+    let error = error.without_url();
+    let mut reason = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        reason.push_str(": ");
+        reason.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    AwsError::Transport {
+        service,
+        action,
+        url: url.to_string(),
+        reason,
+        timeout,
+    }
+}
+
+/// An error from a query-protocol (XML) service: EC2's `Response/Errors/Error`
+/// or STS's `ErrorResponse/Error`.
+pub(crate) fn xml_error(service: &'static str, action: &'static str, status: u16, body: &str) -> AwsError {
+    let document = roxmltree::Document::parse(body).ok();
+    let field = |name: &str| {
+        document.as_ref().and_then(|d| {
+            d.descendants()
+                .find(|n| n.has_tag_name("Error"))
+                .and_then(|error| error.children().find(|n| n.has_tag_name(name)))
+                .and_then(|n| n.text())
+                .map(str::to_owned)
+        })
+    };
+    AwsError::Api {
+        service,
+        action,
+        status,
+        code: field("Code").unwrap_or_else(|| format!("HTTP{status}")),
+        message: field("Message").unwrap_or_default(),
+    }
+}
+
+/// An error from a JSON-protocol service (`__type` or `x-amzn-ErrorType`).
+fn json_error(service: &'static str, action: &'static str, status: u16, header: Option<&str>, body: &[u8]) -> AwsError {
+    let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let raw = header
+        .map(str::to_owned)
+        .or_else(|| value.get("__type").and_then(|t| t.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| format!("HTTP{status}"));
+    // `aws.protocoltests#Code` or `Code:http://...`: the code is the short name.
+    let code = raw
+        .rsplit('#')
+        .next()
+        .unwrap_or(&raw)
+        .split(':')
+        .next()
+        .unwrap_or(&raw)
+        .to_owned();
+    let message = ["message", "Message"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(|m| m.as_str()))
+        .unwrap_or_default()
+        .to_owned();
+    AwsError::Api {
+        service,
+        action,
+        status,
+        code,
+        message,
+    }
+}
+
+/// Signed calls in one region.
+#[derive(Debug, Clone)]
+pub struct AwsClient {
+    http: reqwest::Client,
+    region: String,
+    endpoints: EndpointOptions,
+}
+
+enum Protocol<'a> {
+    Json { target: &'a str },
+    Query,
+}
+
+impl AwsClient {
+    pub fn new(http: reqwest::Client, region: impl Into<String>, endpoints: EndpointOptions) -> Self {
+        Self {
+            http,
+            region: region.into(),
+            endpoints,
+        }
+    }
+
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub fn endpoint(&self, service: Service) -> Result<Url, AwsError> {
+        Ok(endpoints::endpoint(service, &self.region, &self.endpoints)?)
+    }
+
+    /// A JSON-protocol call (`X-Amz-Target: {target_prefix}.{action}`).
+    pub async fn json(
+        &self,
+        service: Service,
+        target_prefix: &str,
+        action: &'static str,
+        body: &serde_json::Value,
+        credentials: &AwsCredentials,
+        deadline: Instant,
+    ) -> Result<serde_json::Value, AwsError> {
+        let target = format!("{target_prefix}.{action}");
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        let answer = self
+            .call(
+                service,
+                action,
+                Protocol::Json { target: &target },
+                bytes,
+                credentials,
+                deadline,
+            )
+            .await?;
+        serde_json::from_slice(&answer).map_err(|e| AwsError::Garbage {
+            service: service.signing_name,
+            action,
+            problem: e.to_string(),
+        })
+    }
+
+    /// A query-protocol call (form-encoded, XML answer), as EC2 and STS use.
+    pub async fn query(
+        &self,
+        service: Service,
+        action: &'static str,
+        version: &str,
+        params: &[(&str, &str)],
+        credentials: &AwsCredentials,
+        deadline: Instant,
+    ) -> Result<String, AwsError> {
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        form.append_pair("Action", action).append_pair("Version", version);
+        for (name, value) in params {
+            form.append_pair(name, value);
+        }
+        let body = form.finish().into_bytes();
+        let answer = self
+            .call(service, action, Protocol::Query, body, credentials, deadline)
+            .await?;
+        String::from_utf8(answer).map_err(|e| AwsError::Garbage {
+            service: service.signing_name,
+            action,
+            problem: e.to_string(),
+        })
+    }
+
+    async fn call(
+        &self,
+        service: Service,
+        action: &'static str,
+        protocol: Protocol<'_>,
+        body: Vec<u8>,
+        credentials: &AwsCredentials,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, AwsError> {
+        let url = self.endpoint(service)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let result = if remaining.is_zero() {
+                Err(AwsError::Transport {
+                    service: service.signing_name,
+                    action,
+                    url: url.to_string(),
+                    reason: "deadline reached".into(),
+                    timeout: true,
+                })
+            } else {
+                self.attempt(service, action, &protocol, &url, &body, credentials, remaining)
+                    .await
+            };
+            let error = match result {
+                Ok(answer) => return Ok(answer),
+                Err(error) if !error.retryable() => return Err(error),
+                Err(error) => error,
+            };
+            // Full jitter: a random pause up to the exponential bound.
+            let bound = BACKOFF_BASE.saturating_mul(1 << attempt.min(10)).min(BACKOFF_CAP);
+            let pause = bound.mul_f64(fastrand::f64());
+            let left = deadline.saturating_duration_since(Instant::now());
+            if attempt >= MAX_ATTEMPTS || left <= pause {
+                return Err(match error {
+                    AwsError::Api { .. } => error,
+                    other => AwsError::Deadline {
+                        service: service.signing_name,
+                        action,
+                        attempts: attempt,
+                        last: other.to_string(),
+                    },
+                });
+            }
+            tracing::debug!(service = service.signing_name, action, attempt, ?pause, %error, "retrying");
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        service: Service,
+        action: &'static str,
+        protocol: &Protocol<'_>,
+        url: &Url,
+        body: &[u8],
+        credentials: &AwsCredentials,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, AwsError> {
+        let content_type = match protocol {
+            Protocol::Json { .. } => "application/x-amz-json-1.1",
+            Protocol::Query => "application/x-www-form-urlencoded; charset=utf-8",
+        };
+        let mut headers: Vec<(&str, String)> = vec![("content-type", content_type.to_owned())];
+        if let Protocol::Json { target } = protocol {
+            headers.push(("x-amz-target", (*target).to_owned()));
+        }
+        let host = match (url.host_str(), url.port()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_owned(),
+            (None, _) => String::new(),
+        };
+        headers.push(("host", host));
+        let signed = self.sign(service, url, &headers, body, credentials)?;
+        let mut request = self.http.post(url.clone()).timeout(timeout).body(body.to_vec());
+        for (name, value) in headers.iter().filter(|(n, _)| *n != "host") {
+            request = request.header(*name, value);
+        }
+        for (name, value) in &signed {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| transport_error(service.signing_name, action, url, e))?;
+        let status = response.status().as_u16();
+        let error_type = response
+            .headers()
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let answer = response
+            .bytes()
+            .await
+            .map_err(|e| transport_error(service.signing_name, action, url, e))?;
+        if (200..300).contains(&status) {
+            return Ok(answer.to_vec());
+        }
+        Err(match protocol {
+            Protocol::Json { .. } => json_error(service.signing_name, action, status, error_type.as_deref(), &answer),
+            Protocol::Query => xml_error(service.signing_name, action, status, &String::from_utf8_lossy(&answer)),
+        })
+    }
+
+    /// The SigV4 headers for one request.
+    fn sign(
+        &self,
+        service: Service,
+        url: &Url,
+        headers: &[(&str, String)],
+        body: &[u8],
+        credentials: &AwsCredentials,
+    ) -> Result<Vec<(String, String)>, AwsError> {
+        let signing_error = |reason: String| AwsError::Signing {
+            service: service.signing_name,
+            reason,
+        };
+        let identity: Identity = credentials.for_signing().into();
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(&self.region)
+            .name(service.signing_name)
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()
+            .map_err(|e| signing_error(e.to_string()))?
+            .into();
+        let signable = SignableRequest::new(
+            "POST",
+            url.as_str(),
+            headers.iter().map(|(n, v)| (*n, v.as_str())),
+            SignableBody::Bytes(body),
+        )
+        .map_err(|e| signing_error(e.to_string()))?;
+        let (instructions, _) = sign(signable, &params)
+            .map_err(|e| signing_error(e.to_string()))?
+            .into_parts();
+        Ok(instructions
+            .headers()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_from_both_protocols() {
+        let xml = r#"<Response><Errors><Error><Code>InvalidVolume.NotFound</Code><Message>The volume 'vol-1' does not exist.</Message></Error></Errors><RequestID>x</RequestID></Response>"#;
+        let error = xml_error("ec2", "DescribeVolumes", 400, xml);
+        assert_eq!(error.code(), Some("InvalidVolume.NotFound"));
+        assert!(error.to_string().contains("The volume 'vol-1' does not exist."));
+        assert!(!error.retryable());
+
+        let json = br#"{"__type":"com.amazonaws.ecr#ThrottlingException","message":"Rate exceeded"}"#;
+        let error = json_error("ecr", "GetAuthorizationToken", 400, None, json);
+        assert_eq!(error.code(), Some("ThrottlingException"));
+        assert!(error.retryable());
+        let error = json_error(
+            "ecr",
+            "GetAuthorizationToken",
+            400,
+            Some("AccessDeniedException:http://internal"),
+            b"{}",
+        );
+        assert_eq!(error.code(), Some("AccessDeniedException"));
+        assert!(json_error("ecr", "X", 503, None, b"").retryable());
+    }
+}

@@ -1,0 +1,345 @@
+//! AWS credentials, and the standard chain that finds them: environment,
+//! web identity token file (IRSA), container credentials (EKS Pod Identity,
+//! ECS), then the EC2 instance role through IMDSv2. Found credentials are
+//! kept until shortly before they expire.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use tokio::sync::Mutex;
+use url::Url;
+
+use super::endpoints::{self, EndpointOptions};
+use super::sts;
+
+/// Credentials are refreshed this long before they expire.
+const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+
+#[derive(Clone)]
+pub struct AwsCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: SecretString,
+    pub session_token: Option<SecretString>,
+    pub expires_at: Option<SystemTime>,
+    /// Where they came from, for messages.
+    pub source: &'static str,
+}
+
+impl fmt::Debug for AwsCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsCredentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("expires_at", &self.expires_at)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AwsCredentials {
+    pub(crate) fn for_signing(&self) -> aws_credential_types::Credentials {
+        aws_credential_types::Credentials::new(
+            self.access_key_id.clone(),
+            self.secret_access_key.expose_secret().to_owned(),
+            self.session_token.as_ref().map(|t| t.expose_secret().to_owned()),
+            self.expires_at,
+            self.source,
+        )
+    }
+
+    fn fresh(&self, now: SystemTime) -> bool {
+        self.expires_at.is_none_or(|at| at > now + REFRESH_MARGIN)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    #[error(
+        "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN (IRSA), use EKS Pod Identity, or run on EC2 with an instance role ({tried})"
+    )]
+    NotFound { tried: String },
+    #[error("AWS credentials from {source_name}: {reason}")]
+    Source { source_name: &'static str, reason: String },
+}
+
+/// The standard chain. One instance per process; it caches what it finds.
+#[derive(Debug)]
+pub struct CredentialsChain {
+    http: reqwest::Client,
+    region: String,
+    endpoints: EndpointOptions,
+    cached: Mutex<Option<AwsCredentials>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ContainerCredentials {
+    access_key_id: String,
+    secret_access_key: String,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    expiration: Option<String>,
+}
+
+impl CredentialsChain {
+    pub fn new(http: reqwest::Client, region: String, endpoints: EndpointOptions) -> Self {
+        Self {
+            http,
+            region,
+            endpoints,
+            cached: Mutex::new(None),
+        }
+    }
+
+    /// Cached credentials while fresh, else the first source that has some.
+    pub async fn credentials(&self) -> Result<AwsCredentials, CredentialsError> {
+        let mut cached = self.cached.lock().await;
+        if let Some(credentials) = cached.as_ref().filter(|c| c.fresh(SystemTime::now())) {
+            return Ok(credentials.clone());
+        }
+        let found = self.find().await?;
+        tracing::debug!(source = found.source, expires_at = ?found.expires_at, "AWS credentials");
+        *cached = Some(found.clone());
+        Ok(found)
+    }
+
+    async fn find(&self) -> Result<AwsCredentials, CredentialsError> {
+        let mut tried = Vec::new();
+        if let Some(found) = environment()? {
+            return Ok(found);
+        }
+        tried.push("no AWS_ACCESS_KEY_ID");
+        if let Some(found) = self.web_identity().await? {
+            return Ok(found);
+        }
+        tried.push("no AWS_WEB_IDENTITY_TOKEN_FILE");
+        if let Some(found) = self.container().await? {
+            return Ok(found);
+        }
+        tried.push("no AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI");
+        match self.instance_role().await {
+            Ok(Some(found)) => return Ok(found),
+            Ok(None) => tried.push("IMDS disabled"),
+            Err(reason) => {
+                tracing::debug!(%reason, "no instance role");
+                tried.push("no instance role from IMDS");
+            }
+        }
+        Err(CredentialsError::NotFound {
+            tried: tried.join("; "),
+        })
+    }
+
+    async fn web_identity(&self) -> Result<Option<AwsCredentials>, CredentialsError> {
+        let Some(token_file) = env("AWS_WEB_IDENTITY_TOKEN_FILE") else {
+            return Ok(None);
+        };
+        let source_error = |reason: String| CredentialsError::Source {
+            source_name: "the web identity token file",
+            reason,
+        };
+        let role_arn = env("AWS_ROLE_ARN")
+            .ok_or_else(|| source_error("AWS_ROLE_ARN is not set next to AWS_WEB_IDENTITY_TOKEN_FILE".into()))?;
+        let token = std::fs::read_to_string(PathBuf::from(&token_file))
+            .map_err(|e| source_error(format!("cannot read AWS_WEB_IDENTITY_TOKEN_FILE {token_file}: {e}")))?;
+        let session = env("AWS_ROLE_SESSION_NAME").unwrap_or_else(|| "cloud-node-suite".to_owned());
+        let endpoint = endpoints::endpoint(endpoints::STS, &self.region, &self.endpoints)
+            .map_err(|e| source_error(e.to_string()))?;
+        let credentials =
+            sts::assume_role_with_web_identity(&self.http, &endpoint, &role_arn, &session, token.trim(), None)
+                .await
+                .map_err(|e| source_error(e.to_string()))?;
+        Ok(Some(AwsCredentials {
+            source: "web identity (IRSA)",
+            ..credentials
+        }))
+    }
+
+    async fn container(&self) -> Result<Option<AwsCredentials>, CredentialsError> {
+        let source_error = |reason: String| CredentialsError::Source {
+            source_name: "the container credentials endpoint",
+            reason,
+        };
+        let url = if let Some(relative) = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
+            format!("http://169.254.170.2{relative}")
+        } else if let Some(full) = env("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
+            full
+        } else {
+            return Ok(None);
+        };
+        let url = Url::parse(&url).map_err(|e| source_error(format!("{url:?}: {e}")))?;
+        if !container_endpoint_allowed(&url) {
+            return Err(source_error(format!(
+                "{url} is neither https nor a loopback or the EKS/ECS link-local address, so it may not receive credentials"
+            )));
+        }
+        let mut request = self.http.get(url.clone());
+        let authorization = match env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
+            Some(file) => Some(std::fs::read_to_string(&file).map_err(|e| {
+                source_error(format!(
+                    "cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE {file}: {e}"
+                ))
+            })?),
+            None => env("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
+        };
+        if let Some(token) = authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, token.trim());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| source_error(format!("{url}: {}", e.without_url())))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(source_error(format!("{url} answered HTTP {}", status.as_u16())));
+        }
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| source_error(format!("{url}: {}", e.without_url())))?;
+        let parsed: ContainerCredentials = serde_json::from_slice(&body)
+            .map_err(|_| source_error(format!("{url} sent something that is not credentials")))?;
+        Ok(Some(container_credentials(
+            parsed,
+            "container credentials (EKS Pod Identity/ECS)",
+        )))
+    }
+
+    async fn instance_role(&self) -> Result<Option<AwsCredentials>, String> {
+        if env("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return Ok(None);
+        }
+        let base = env("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| "http://169.254.169.254/".to_owned());
+        let base = Url::parse(&base).map_err(|e| format!("AWS_EC2_METADATA_SERVICE_ENDPOINT {base:?}: {e}"))?;
+        let join = |path: &str| base.join(path).map_err(|e| e.to_string());
+        let token = self
+            .http
+            .put(join("latest/api/token")?)
+            .header("X-aws-ec2-metadata-token-ttl-seconds", "300")
+            .timeout(Duration::from_secs(1))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| e.without_url().to_string())?
+            .text()
+            .await
+            .map_err(|e| e.to_string())?;
+        let get = |url: Url| {
+            self.http
+                .get(url)
+                .header("X-aws-ec2-metadata-token", token.trim())
+                .timeout(Duration::from_secs(2))
+                .send()
+        };
+        let roles = get(join("latest/meta-data/iam/security-credentials/")?)
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| e.without_url().to_string())?
+            .text()
+            .await
+            .map_err(|e| e.to_string())?;
+        let role = roles
+            .lines()
+            .next()
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .ok_or("no instance role")?;
+        let body = get(join(&format!("latest/meta-data/iam/security-credentials/{role}"))?)
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| e.without_url().to_string())?
+            .bytes()
+            .await
+            .map_err(|e| e.to_string())?;
+        let parsed: ContainerCredentials =
+            serde_json::from_slice(&body).map_err(|_| "unreadable instance role credentials")?;
+        Ok(Some(container_credentials(parsed, "the EC2 instance role")))
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn environment() -> Result<Option<AwsCredentials>, CredentialsError> {
+    match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
+        (Some(access_key_id), Some(secret)) => Ok(Some(AwsCredentials {
+            access_key_id,
+            secret_access_key: SecretString::from(secret),
+            session_token: env("AWS_SESSION_TOKEN").map(SecretString::from),
+            expires_at: None,
+            source: "the environment",
+        })),
+        (Some(_), None) => Err(CredentialsError::Source {
+            source_name: "the environment",
+            reason: "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not".into(),
+        }),
+        _ => Ok(None),
+    }
+}
+
+fn container_credentials(parsed: ContainerCredentials, source: &'static str) -> AwsCredentials {
+    AwsCredentials {
+        access_key_id: parsed.access_key_id,
+        secret_access_key: SecretString::from(parsed.secret_access_key),
+        session_token: parsed.token.map(SecretString::from),
+        expires_at: parsed.expiration.as_deref().and_then(sts::parse_timestamp),
+        source,
+    }
+}
+
+/// The SDKs' rule: https anywhere; http only to loopback or the ECS
+/// (169.254.170.2) and EKS Pod Identity (169.254.170.23, fd00:ec2::23) agents.
+fn container_endpoint_allowed(url: &Url) -> bool {
+    if url.scheme() == "https" {
+        return true;
+    }
+    if url.scheme() != "http" {
+        return false;
+    }
+    if crate::endpoint::is_loopback(url) {
+        return true;
+    }
+    matches!(
+        url.host_str(),
+        Some("169.254.170.2") | Some("169.254.170.23") | Some("[fd00:ec2::23]")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_endpoints_that_may_receive_credentials() {
+        for ok in [
+            "http://169.254.170.2/v2/credentials/x",
+            "http://169.254.170.23/v1/credentials",
+            "http://[fd00:ec2::23]/v1/credentials",
+            "http://127.0.0.1:8080/creds",
+            "https://creds.example.com/",
+        ] {
+            assert!(container_endpoint_allowed(&Url::parse(ok).unwrap()), "{ok}");
+        }
+        for bad in ["http://10.0.0.1/creds", "http://creds.example.com/", "ftp://127.0.0.1/"] {
+            assert!(!container_endpoint_allowed(&Url::parse(bad).unwrap()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn debug_never_shows_secrets() {
+        let credentials = AwsCredentials {
+            access_key_id: "AKIDEXAMPLE".into(),
+            secret_access_key: SecretString::from("wJalrXUtnFEMI/K7MDENG"),
+            session_token: Some(SecretString::from("FwoGZXIvYXdzEXAMPLE")),
+            expires_at: None,
+            source: "test",
+        };
+        let shown = format!("{credentials:?}");
+        assert!(shown.contains("AKIDEXAMPLE"));
+        assert!(!shown.contains("wJalr") && !shown.contains("FwoGZX"), "{shown}");
+    }
+}

@@ -1,0 +1,285 @@
+//! `ecr`: Amazon ECR registry logins (private ECR in every partition, FIPS
+//! and dual-stack hosts, and ECR Public).
+//!
+//! KEP-4412: when kubelet passes the pod's service-account token and the
+//! service account is annotated with a role ARN (under an allowed annotation
+//! key, in an allowed account), the login is made as that role through STS
+//! `AssumeRoleWithWebIdentity`; otherwise with the node's own credentials,
+//! unless `--require-role-annotation` says a role is required.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use cloud_access::aws::ecr::{self, Registry};
+use cloud_access::aws::endpoints::{self, EndpointOptions};
+use cloud_access::aws::{AwsClient, AwsError, CredentialsChain, sts};
+use secrecy::ExposeSecret;
+
+use super::{BackendError, CredentialBackend};
+use crate::image;
+use crate::protocol::{ApiVersion, CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
+
+/// The annotation ecr-credential-provider reads, allowed by default.
+pub const DEFAULT_ROLE_ANNOTATION: &str = "eks.amazonaws.com/ecr-role-arn";
+
+#[derive(Debug, Clone)]
+pub struct EcrSettings {
+    /// Service-account annotation keys that may name the role to assume.
+    pub role_annotations: Vec<String>,
+    /// When not empty, only roles in these accounts may be assumed.
+    pub allowed_accounts: Vec<String>,
+    /// Refuse pulls whose service account names no role.
+    pub require_role_annotation: bool,
+    pub timeout: Duration,
+    pub endpoints: EndpointOptions,
+}
+
+#[derive(Debug)]
+pub struct EcrBackend {
+    settings: EcrSettings,
+    http: reqwest::Client,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EcrError {
+    #[error(
+        "{registry} is not an Amazon ECR registry host ({{account}}.dkr.ecr.{{region}}.amazonaws.com, public.ecr.aws, …): check the provider's matchImages"
+    )]
+    NotEcr { registry: String },
+    #[error("service-account annotation {key}={value:?} is not an IAM role ARN (arn:PARTITION:iam::ACCOUNT:role/NAME)")]
+    BadRoleArn { key: String, value: String },
+    #[error("role {role} is in account {account}, which --allowed-account-id does not list")]
+    AccountNotAllowed { role: String, account: String },
+    #[error(
+        "the pod's service account names no role ({keys}), and --require-role-annotation is set: annotate the service account with the role to pull as"
+    )]
+    RoleRequired { keys: String },
+    #[error(
+        "service-account annotation {key} names role {role}, but kubelet sent no service-account token: give this provider tokenAttributes (apiVersion credentialprovider.kubelet.k8s.io/v1)"
+    )]
+    NoTokenForRole { key: String, role: String },
+    #[error("assuming role {role} for {registry}: {source}")]
+    AssumeRole {
+        role: String,
+        registry: String,
+        #[source]
+        source: Box<AwsError>,
+    },
+    #[error("ECR login for {registry}{as_role}: {source}")]
+    Login {
+        registry: String,
+        as_role: String,
+        #[source]
+        source: Box<AwsError>,
+    },
+    #[error(transparent)]
+    Credentials(#[from] cloud_access::aws::CredentialsError),
+    #[error(transparent)]
+    Endpoint(#[from] endpoints::EndpointError),
+    #[error("{0}")]
+    Client(#[from] cloud_access::HttpClientError),
+}
+
+impl EcrBackend {
+    pub fn new(settings: EcrSettings) -> Result<Self, EcrError> {
+        let user_agent = concat!("cloud-credential-provider/", env!("CARGO_PKG_VERSION"));
+        let http = cloud_access::http_client(user_agent, settings.timeout)?;
+        Ok(Self { settings, http })
+    }
+
+    async fn login(&self, request: &CredentialRequest) -> Result<Credentials, EcrError> {
+        let deadline = Instant::now() + self.settings.timeout;
+        let repository = image::repository(&request.image);
+        let host = image::registry(&repository).to_owned();
+        let registry = ecr::parse_registry(&host).ok_or_else(|| EcrError::NotEcr { registry: host.clone() })?;
+        let (region, public, fips, dual_stack) = match &registry {
+            Registry::Private {
+                region,
+                fips,
+                dual_stack,
+                ..
+            } => (region.clone(), false, *fips, *dual_stack),
+            Registry::Public { dual_stack } => (ecr::PUBLIC_REGION.to_owned(), true, false, *dual_stack),
+        };
+        // The registry's own flavour of endpoint, unless overridden.
+        let options = EndpointOptions {
+            fips: fips || self.settings.endpoints.fips,
+            dual_stack: dual_stack || self.settings.endpoints.dual_stack,
+            ..self.settings.endpoints.clone()
+        };
+        let client = AwsClient::new(self.http.clone(), region.clone(), options.clone());
+
+        let role = self.role_to_assume(request)?;
+        let credentials = match &role {
+            Some((role_arn, token)) => {
+                let sts_endpoint = endpoints::endpoint(endpoints::STS, &region, &self.settings.endpoints)?;
+                let session = session_name(request);
+                tracing::debug!(role = %role_arn, registry = %host, "assuming the service account's role");
+                sts::assume_role_with_web_identity(&self.http, &sts_endpoint, role_arn, &session, token, None)
+                    .await
+                    .map_err(|source| EcrError::AssumeRole {
+                        role: role_arn.clone(),
+                        registry: host.clone(),
+                        source: Box::new(source),
+                    })?
+            }
+            None => {
+                let chain = CredentialsChain::new(self.http.clone(), region.clone(), self.settings.endpoints.clone());
+                chain.credentials().await?
+            }
+        };
+        let token = ecr::authorization_token(&client, public, &credentials, deadline)
+            .await
+            .map_err(|source| EcrError::Login {
+                registry: host.clone(),
+                as_role: role.as_ref().map(|(arn, _)| format!(" as {arn}")).unwrap_or_default(),
+                source: Box::new(source),
+            })?;
+        tracing::debug!(registry = %host, expires_at = ?token.expires_at, "ECR login");
+        let mut auth = BTreeMap::new();
+        auth.insert(
+            host,
+            RegistryAuth {
+                username: token.username,
+                password: token.password,
+            },
+        );
+        Ok(Credentials {
+            cache_key_type: CacheKeyType::Registry,
+            cache_duration: Some(half_remaining(token.expires_at, SystemTime::now())),
+            auth,
+        })
+    }
+
+    /// The role ARN and token to assume it with, if the service account
+    /// names one under an allowed key.
+    fn role_to_assume(&self, request: &CredentialRequest) -> Result<Option<(String, String)>, EcrError> {
+        let named = self
+            .settings
+            .role_annotations
+            .iter()
+            .find_map(|key| request.service_account_annotations.get(key).map(|value| (key, value)));
+        let Some((key, role)) = named else {
+            if self.settings.require_role_annotation {
+                return Err(EcrError::RoleRequired {
+                    keys: self.settings.role_annotations.join(", "),
+                });
+            }
+            return Ok(None);
+        };
+        let account = role_account(role).ok_or_else(|| EcrError::BadRoleArn {
+            key: key.clone(),
+            value: role.clone(),
+        })?;
+        if !self.settings.allowed_accounts.is_empty() && !self.settings.allowed_accounts.iter().any(|a| a == account) {
+            return Err(EcrError::AccountNotAllowed {
+                role: role.clone(),
+                account: account.to_owned(),
+            });
+        }
+        let token = match (&request.service_account_token, request.api_version) {
+            (Some(token), ApiVersion::V1) => token.expose_secret().to_owned(),
+            _ => {
+                return Err(EcrError::NoTokenForRole {
+                    key: key.clone(),
+                    role: role.clone(),
+                });
+            }
+        };
+        Ok(Some((role.clone(), token)))
+    }
+}
+
+/// The account of `arn:PARTITION:iam::ACCOUNT:role/NAME`.
+fn role_account(arn: &str) -> Option<&str> {
+    let mut parts = arn.splitn(6, ':');
+    let (scheme, partition, service, region, account, resource) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    let valid = scheme == "arn"
+        && partition.starts_with("aws")
+        && service == "iam"
+        && region.is_empty()
+        && account.len() == 12
+        && account.bytes().all(|b| b.is_ascii_digit())
+        && resource.strip_prefix("role/").is_some_and(|name| !name.is_empty());
+    valid.then_some(account)
+}
+
+/// A session name that says which pod pulled, within STS's 64 characters
+/// of `[\w+=,.@-]`.
+fn session_name(request: &CredentialRequest) -> String {
+    let base = format!("kubelet-{}", image::registry(&image::repository(&request.image)));
+    base.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "+=,.@-_".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+/// Half the token's remaining validity, as ecr-credential-provider does;
+/// zero (do not cache) for a token already expired or without expiry.
+fn half_remaining(expires_at: Option<SystemTime>, now: SystemTime) -> Duration {
+    expires_at
+        .and_then(|at| at.duration_since(now).ok())
+        .map_or(Duration::ZERO, |left| left / 2)
+}
+
+impl CredentialBackend for EcrBackend {
+    async fn credentials(&self, request: &CredentialRequest) -> Result<Credentials, BackendError> {
+        Ok(self.login(request).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+
+    #[test]
+    fn role_arns() {
+        assert_eq!(
+            role_account("arn:aws:iam::123456789012:role/puller"),
+            Some("123456789012")
+        );
+        assert_eq!(
+            role_account("arn:aws-cn:iam::123456789012:role/path/puller"),
+            Some("123456789012")
+        );
+        for bad in [
+            "arn:aws:iam::123:role/puller",
+            "arn:aws:s3:::bucket",
+            "arn:aws:iam::123456789012:user/alice",
+            "arn:aws:iam::123456789012:role/",
+            "puller",
+        ] {
+            assert_eq!(role_account(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn cache_for_half_the_remaining_validity() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_796_000_000); // 2026
+        assert_eq!(
+            half_remaining(Some(now + Duration::from_secs(12 * 3600)), now),
+            Duration::from_secs(6 * 3600)
+        );
+        // moto's tokens expired in 2015: do not cache.
+        assert_eq!(
+            half_remaining(Some(UNIX_EPOCH + Duration::from_secs(1_420_070_400)), now),
+            Duration::ZERO
+        );
+        assert_eq!(half_remaining(None, now), Duration::ZERO);
+    }
+}
