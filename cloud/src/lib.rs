@@ -11,4 +11,4 @@ pub mod logging;
 pub mod metadata;
 
 pub use endpoint::{EndpointError, SecureEndpoint};
-pub use http::{HttpClientError, http_client};
+pub use http::{HttpClientError, http_client, http_client_with_tls};

@@ -37,7 +37,8 @@ pub struct EcrSettings {
 #[derive(Debug)]
 pub struct EcrBackend {
     settings: EcrSettings,
-    http: reqwest::Client,
+    /// Built once the endpoints are known (see [`EcrBackend::client`]).
+    http: std::sync::OnceLock<reqwest::Client>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,9 +83,22 @@ pub enum EcrError {
 
 impl EcrBackend {
     pub fn new(settings: EcrSettings) -> Result<Self, EcrError> {
+        Ok(Self {
+            settings,
+            http: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The HTTP client; trusted roots are loaded only when one of `endpoints`
+    /// is https (always, but for a loopback override in tests or proxies).
+    fn client(&self, endpoints: &[&url::Url]) -> Result<reqwest::Client, EcrError> {
+        if let Some(client) = self.http.get() {
+            return Ok(client.clone());
+        }
         let user_agent = concat!("cloud-credential-provider/", env!("CARGO_PKG_VERSION"));
-        let http = cloud_access::http_client(user_agent, settings.timeout)?;
-        Ok(Self { settings, http })
+        let tls = endpoints.iter().any(|url| url.scheme() != "http");
+        let client = cloud_access::http_client_with_tls(user_agent, self.settings.timeout, tls)?;
+        Ok(self.http.get_or_init(|| client).clone())
     }
 
     async fn login(&self, request: &CredentialRequest) -> Result<Credentials, EcrError> {
@@ -107,15 +121,21 @@ impl EcrBackend {
             dual_stack: dual_stack || self.settings.endpoints.dual_stack,
             ..self.settings.endpoints.clone()
         };
-        let client = AwsClient::new(self.http.clone(), region.clone(), options.clone());
-
         let role = self.role_to_assume(request)?;
+        let ecr_endpoint = endpoints::endpoint(
+            if public { endpoints::ECR_PUBLIC } else { endpoints::ECR },
+            &region,
+            &options,
+        )?;
+        let sts_endpoint = endpoints::endpoint(endpoints::STS, &region, &self.settings.endpoints)?;
+        let http = self.client(&[&ecr_endpoint, &sts_endpoint])?;
+        let client = AwsClient::new(http.clone(), region.clone(), options.clone());
+
         let credentials = match &role {
             Some((role_arn, token)) => {
-                let sts_endpoint = endpoints::endpoint(endpoints::STS, &region, &self.settings.endpoints)?;
                 let session = session_name(request);
                 tracing::debug!(role = %role_arn, registry = %host, "assuming the service account's role");
-                sts::assume_role_with_web_identity(&self.http, &sts_endpoint, role_arn, &session, token, None)
+                sts::assume_role_with_web_identity(&http, &sts_endpoint, role_arn, &session, token, None)
                     .await
                     .map_err(|source| EcrError::AssumeRole {
                         role: role_arn.clone(),
@@ -124,7 +144,7 @@ impl EcrBackend {
                     })?
             }
             None => {
-                let chain = CredentialsChain::new(self.http.clone(), region.clone(), self.settings.endpoints.clone());
+                let chain = CredentialsChain::new(http.clone(), region.clone(), self.settings.endpoints.clone());
                 chain.credentials().await?
             }
         };
