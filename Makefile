@@ -18,7 +18,7 @@ release:
 	$(CARGO) build --workspace --release --locked
 
 demo:
-	$(CARGO) build --release --locked -p cloud-credential-provider -p node-ip-helper
+	$(CARGO) build --release --locked -p pv-topology-webhook -p cloud-credential-provider -p node-ip-helper
 	@bash scripts/demo.sh
 
 # moto's server (AWS APIs and IMDS) for the tests that talk to AWS.
@@ -32,6 +32,7 @@ $(VENV)/.moto-$(MOTO_VERSION):
 test: tools
 	$(CARGO) test --workspace --locked --all-targets
 	$(CARGO) test --workspace --locked --doc
+	bash tests/cluster/run.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -42,7 +43,14 @@ fmt:
 
 bench: release
 	@bash bench/credential-provider.sh
+	@bash bench/ecr.sh
+	@bash bench/webhook.sh
 
 clean:
 	$(CARGO) clean
 
+# The cluster tier's Go binaries (kube-apiserver, etcd, kubelet-side test
+# programs), cached under .cache/cluster-bin/<k8s-version>/.
+.PHONY: cluster-bin
+cluster-bin:
+	bash tests/cluster/build.sh

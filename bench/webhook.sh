@@ -8,12 +8,10 @@
 # crates.io) shares the machine's cores with the server.
 #
 # Optional Go peer (kubernetes-sigs/cloud-pv-admission-labeler), for a ratio on NFS
-# PVs (which it admits without any cloud call). It is not in the Go module proxy
-# (proxy.golang.org answers 403 for sigs.k8s.io/cloud-pv-admission-labeler), so build
-# it from the repository, outside this one:
-#   git clone https://github.com/kubernetes-sigs/cloud-pv-admission-labeler /tmp/pvl
-#   (cd /tmp/pvl && git checkout 115578b && GOPATH=/tmp/pvl-gopath go build -o /tmp/pv-labeler .)
-#   PEER_BIN=/tmp/pv-labeler bench/webhook.sh
+# PVs (which it admits without any cloud call). The Go module proxy does not serve
+# it (403 for sigs.k8s.io/cloud-pv-admission-labeler), so PEER_BIN must point at a
+# binary of its commit 115578b built outside this repository; without PEER_BIN the
+# peer's runs are skipped.
 #
 # Usage: bench/webhook.sh   (env: BIN, OHA, PEER_BIN, DURATION, CONNECTIONS,
 #                            H2_CONNECTIONS, H2_STREAMS, RATE, PORT)

@@ -7,6 +7,9 @@ DATA=tests/data/credential-provider
 
 section() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+section "pv-topology-webhook: PVs reviewed over HTTPS by a local server"
+bash scripts/demo-webhook.sh
+
 section "cloud-credential-provider: kubelet asks for registry.example.com/team-b/app (static backend)"
 request='{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"registry.example.com/team-b/app"}'
 echo "stdin:  $request"

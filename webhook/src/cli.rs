@@ -1,6 +1,7 @@
 //! The command line: one flattened argument group per concern, each flag also settable
 //! through a `PV_TOPOLOGY_WEBHOOK_*` environment variable.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,12 +22,134 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// What to run. (`serve`, `certs` and `sleep` are to come.)
+/// What to run.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve the webhook over HTTPS on /mutate, with health and metrics on a second,
+    /// plain-HTTP address.
+    Serve(Box<ServeArgs>),
     /// Answer one admission.k8s.io/v1 AdmissionReview read from stdin; the answering
     /// AdmissionReview goes to stdout.
     Review(ReviewArgs),
+    /// Write a CA and a serving certificate for the webhook's Service (for clusters
+    /// without cert-manager) and print the caBundle.
+    Certs(CertsArgs),
+    /// Sleep, then exit 0: a preStop hook for images without a shell.
+    Sleep(SleepArgs),
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+    #[command(flatten)]
+    pub decision: DecisionArgs,
+}
+
+/// The serving certificate and the optional client check.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "TLS")]
+pub struct TlsArgs {
+    /// PEM certificate chain served on --listen: the serving certificate first, then any
+    /// intermediates. Reloaded when it changes.
+    #[arg(long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_TLS_CERT_FILE")]
+    pub tls_cert_file: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of the serving certificate. Reloaded
+    /// when it changes.
+    #[arg(long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_TLS_KEY_FILE")]
+    pub tls_key_file: PathBuf,
+    /// PEM CA certificates: when set, clients must present a certificate signed by one of
+    /// them (for an apiserver configured with a client certificate). Reloaded when it
+    /// changes.
+    #[arg(long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// How often the certificate, key and client CA files are checked for changes (content, so
+    /// that a Secret volume's symlink swap is seen).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_TLS_RELOAD_INTERVAL",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub tls_reload_interval: Duration,
+}
+
+/// Addresses and the shutdown sequence.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Server")]
+pub struct ServerArgs {
+    /// Address of the HTTPS listener (`[::]` takes IPv4 and IPv6).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "PV_TOPOLOGY_WEBHOOK_LISTEN",
+        default_value = "[::]:8443"
+    )]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP listener for /healthz, /readyz and /metrics.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "PV_TOPOLOGY_WEBHOOK_METRICS_LISTEN",
+        default_value = "[::]:8080"
+    )]
+    pub metrics_listen: SocketAddr,
+    /// After SIGTERM or SIGINT: how long to keep serving while reporting not-ready, so
+    /// that endpoints stop sending traffic before the listener closes.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_SHUTDOWN_DELAY",
+        default_value = "5s",
+        value_parser = parse_non_negative_duration
+    )]
+    pub shutdown_delay: Duration,
+    /// After the listener closes: how long in-flight requests may take to finish before
+    /// their connections are cut.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_DRAIN_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub drain_timeout: Duration,
+}
+
+/// Arguments of `certs`.
+#[derive(Debug, Clone, Args)]
+pub struct CertsArgs {
+    /// Name of the webhook's Service; the certificate is valid for NAME, NAME.NS,
+    /// NAME.NS.svc and NAME.NS.svc.cluster.local.
+    #[arg(long, value_name = "NAME")]
+    pub service: String,
+    /// Namespace of the Service.
+    #[arg(long, value_name = "NS")]
+    pub namespace: String,
+    /// Directory to write ca.crt, tls.crt and tls.key to (created if missing; existing
+    /// files are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+    /// How long the CA and the serving certificate are valid.
+    #[arg(long, value_name = "DURATION", default_value = "8760h", value_parser = parse_duration)]
+    pub validity: Duration,
+    /// Another DNS name or IP address for the serving certificate; repeatable.
+    #[arg(long, value_name = "NAME_OR_IP", value_delimiter = ',')]
+    pub extra_san: Vec<String>,
+}
+
+/// Arguments of `sleep`.
+#[derive(Debug, Clone, Args)]
+pub struct SleepArgs {
+    /// How long, e.g. `5s`.
+    #[arg(value_name = "DURATION", value_parser = parse_non_negative_duration)]
+    pub duration: Duration,
 }
 
 /// Arguments of `review`.
@@ -135,6 +258,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// Parses a Go duration that may be zero.
+fn parse_non_negative_duration(text: &str) -> Result<Duration, String> {
+    go_duration::parse_non_negative(text).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,12 +296,71 @@ mod tests {
             "allow",
         ])
         .unwrap();
-        let Command::Review(args) = cli.command;
+        let Command::Review(args) = cli.command else {
+            panic!("not parsed as review: {:?}", cli.command);
+        };
         assert_eq!(
             args.topology.rules,
             vec![PathBuf::from("a.yaml"), PathBuf::from("b.yaml")]
         );
         assert_eq!(args.decision.config().on_lookup_error, OnLookupError::Allow);
         assert!(Cli::try_parse_from(["pv-topology-webhook", "review", "--on-lookup-error", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn serve_flags_parse_with_defaults() {
+        let cli = Cli::try_parse_from([
+            "pv-topology-webhook",
+            "serve",
+            "--tls-cert-file",
+            "c.pem",
+            "--tls-key-file",
+            "k.pem",
+            "--shutdown-delay",
+            "0s",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not parsed as serve: {:?}", cli.command);
+        };
+        assert_eq!(args.server.listen, "[::]:8443".parse().unwrap());
+        assert_eq!(args.server.metrics_listen, "[::]:8080".parse().unwrap());
+        assert_eq!(args.server.shutdown_delay, Duration::ZERO);
+        assert_eq!(args.server.drain_timeout, Duration::from_secs(10));
+        assert_eq!(args.tls.client_ca_file, None);
+        assert!(
+            Cli::try_parse_from(["pv-topology-webhook", "serve", "--tls-cert-file", "c.pem"]).is_err(),
+            "the key file is required"
+        );
+    }
+
+    #[test]
+    fn certs_and_sleep_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "pv-topology-webhook",
+            "certs",
+            "--service",
+            "wh",
+            "--namespace",
+            "ns",
+            "--out-dir",
+            "/tmp/x",
+            "--extra-san",
+            "10.0.0.1,wh.example.com",
+            "--extra-san",
+            "::1",
+        ])
+        .unwrap();
+        let Command::Certs(args) = cli.command else {
+            panic!("not parsed as certs: {:?}", cli.command);
+        };
+        assert_eq!(args.extra_san, ["10.0.0.1", "wh.example.com", "::1"]);
+        assert_eq!(args.validity, Duration::from_secs(8760 * 3600));
+        let cli = Cli::try_parse_from(["pv-topology-webhook", "sleep", "1m5s"]).unwrap();
+        let Command::Sleep(args) = cli.command else {
+            panic!("not parsed as sleep: {:?}", cli.command);
+        };
+        assert_eq!(args.duration, Duration::from_secs(65));
+        assert!(Cli::try_parse_from(["pv-topology-webhook", "sleep", "5"]).is_err());
     }
 }

@@ -69,6 +69,21 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, for metrics labels.
+    pub const ALL: [Outcome; 11] = [
+        Outcome::NotApplicable,
+        Outcome::Unreadable,
+        Outcome::Trusted,
+        Outcome::Unrecognized,
+        Outcome::Placeholder,
+        Outcome::Labeled,
+        Outcome::Unchanged,
+        Outcome::NotConfigured,
+        Outcome::InvalidTopology,
+        Outcome::LookupFailed,
+        Outcome::Unresolved,
+    ];
+
     /// The audit annotation value.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -6,25 +6,36 @@
 //! - [`review`]: AdmissionReview bytes in and out (one path for the CLI and the server);
 //! - [`resolve`]: finds the topology: built in ([`builtin`]), [`rules`], then [`lookup`];
 //! - [`decision`]: the pure decision from the request and the resolved topology.
+//!
+//! Around them: [`server`] (HTTPS, health, shutdown), [`tls`] (certificate reload),
+//! [`metrics`] and [`certs`] (a CA and serving certificate for clusters without
+//! cert-manager).
 
 pub mod builtin;
+pub mod certs;
 pub mod cli;
 pub mod decision;
 pub mod lookup;
+pub mod metrics;
 pub mod resolve;
 pub mod review;
 pub mod rules;
+pub mod server;
 pub mod source;
+pub mod tls;
 pub mod topology;
 
 use std::io::{Read as _, Write as _};
 
 use thiserror::Error;
 
-use crate::cli::{Cli, Command, ReviewArgs};
+use crate::certs::CertsError;
+use crate::cli::{Cli, Command, DecisionArgs, ServeArgs, TopologyArgs};
 use crate::resolve::Resolver;
 use crate::review::{MAX_REVIEW_BYTES, ReviewError, Reviewer};
 use crate::rules::{Rules, RulesError};
+use crate::server::{AppState, ServeConfig, ServeError, Server};
+use crate::tls::TlsFiles;
 
 /// Why a command failed.
 #[derive(Debug, Error)]
@@ -38,21 +49,77 @@ pub enum Error {
     Review(#[from] ReviewError),
     #[error("cannot write stdout: {0}")]
     Stdout(#[source] std::io::Error),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error(transparent)]
+    Certs(#[from] CertsError),
+    #[error("{0} received during shutdown: stopped without draining")]
+    Interrupted(&'static str),
 }
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file is
 /// refused here, at start-up.
-pub fn reviewer(args: &ReviewArgs) -> Result<Reviewer, Error> {
-    let rules = Rules::load(&args.topology.rules)?;
-    let resolver = Resolver::new(rules).with_deadline(args.topology.lookup_timeout);
-    Ok(Reviewer::new(resolver, args.decision.config()))
+pub fn reviewer(topology: &TopologyArgs, decision: &DecisionArgs) -> Result<Reviewer, Error> {
+    let rules = Rules::load(&topology.rules)?;
+    let resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
+    Ok(Reviewer::new(resolver, decision.config()))
+}
+
+/// The server configuration the `serve` flags describe.
+pub fn serve_config(args: &ServeArgs) -> ServeConfig {
+    ServeConfig {
+        listen: args.server.listen,
+        metrics_listen: args.server.metrics_listen,
+        tls: TlsFiles {
+            cert: args.tls.tls_cert_file.clone(),
+            key: args.tls.tls_key_file.clone(),
+        },
+        client_ca: args.tls.client_ca_file.clone(),
+        reload_interval: args.tls.tls_reload_interval,
+        shutdown_delay: args.server.shutdown_delay,
+        drain_timeout: args.server.drain_timeout,
+    }
 }
 
 /// Runs the command.
 pub async fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
+        Command::Serve(args) => {
+            let state = AppState::new(reviewer(&args.topology, &args.decision)?);
+            // Signal handlers first: a SIGTERM during start-up must not kill the process.
+            let mut signals = server::Signals::install()?;
+            let server = Server::bind(serve_config(&args), state).await?;
+            let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+            let run = server.run(async {
+                let _ = first_rx.await;
+            });
+            // The first signal starts the graceful sequence; a second one (an impatient
+            // operator) ends the process at once.
+            let signalled = async {
+                let name = signals.recv().await;
+                tracing::info!("{name} received");
+                let _ = first_tx.send(());
+                signals.recv().await
+            };
+            tokio::select! {
+                result = run => Ok(result?),
+                name = signalled => Err(Error::Interrupted(name)),
+            }
+        }
+        Command::Certs(args) => {
+            let written = certs::generate(&args)?;
+            eprint!("{}", certs::summary(&args, &written));
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{}", written.ca_bundle()).map_err(Error::Stdout)?;
+            stdout.flush().map_err(Error::Stdout)?;
+            Ok(())
+        }
+        Command::Sleep(args) => {
+            tokio::time::sleep(args.duration).await;
+            Ok(())
+        }
         Command::Review(args) => {
-            let reviewer = reviewer(&args)?;
+            let reviewer = reviewer(&args.topology, &args.decision)?;
             let mut body = Vec::new();
             // One byte more than allowed tells "too large" from "exactly the limit".
             std::io::stdin()

@@ -11,6 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
+use prometheus_client::metrics::counter::Counter;
 use thiserror::Error;
 
 use crate::source::VolumeIdentity;
@@ -101,6 +102,8 @@ impl<K: Hash + Eq, V: Clone> TtlLruCache<K, V> {
 pub struct CachedLookup<L> {
     inner: L,
     cache: TtlLruCache<VolumeIdentity, Topology>,
+    /// Hit and miss counters (see [`crate::metrics::Metrics::cache_counters`]).
+    counters: Option<(Counter, Counter)>,
 }
 
 impl<L: TopologyLookup> CachedLookup<L> {
@@ -109,7 +112,15 @@ impl<L: TopologyLookup> CachedLookup<L> {
         Self {
             inner,
             cache: TtlLruCache::new(capacity, ttl),
+            counters: None,
         }
+    }
+
+    /// Counts hits and misses on these counters.
+    #[must_use]
+    pub fn with_counters(mut self, (hits, misses): (Counter, Counter)) -> Self {
+        self.counters = Some((hits, misses));
+        self
     }
 
     /// The cache, for inspection.
@@ -130,7 +141,13 @@ impl<L: TopologyLookup> TopologyLookup for CachedLookup<L> {
     fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
         Box::pin(async move {
             if let Some(topology) = self.cache.get(volume, Instant::now()) {
+                if let Some((hits, _)) = &self.counters {
+                    hits.inc();
+                }
                 return Ok(topology);
+            }
+            if let Some((_, misses)) = &self.counters {
+                misses.inc();
             }
             let topology = self.inner.lookup(volume).await?;
             self.cache.insert(volume.clone(), topology.clone(), Instant::now());

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use pv_topology_webhook::cli::Cli;
 
-#[tokio::main(flavor = "current_thread")]
+// Multi-threaded: `serve` answers on every core. One worker per core by default.
+#[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     // Installed once, before anything can open a TLS connection; a second install is the

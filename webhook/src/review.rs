@@ -14,9 +14,9 @@ use crate::resolve::{Resolution, Resolver};
 
 /// The AdmissionReview version we speak.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
-/// Largest review accepted: an apiserver request is at most about 3 MiB of object plus
-/// the same again for the old object.
-pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
+/// Largest review accepted (also the HTTP body limit): as controller-runtime, up to
+/// 3 MiB each for the object and the old object, plus 1 MiB for the rest.
+pub const MAX_REVIEW_BYTES: usize = 7 * 1024 * 1024;
 
 /// Input that is not an AdmissionReview we can answer.
 #[derive(Debug, Error)]
@@ -63,11 +63,19 @@ impl Reviewer {
 
     /// The response to a parsed request: resolve (may wait), then decide (pure).
     pub async fn respond(&self, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        self.respond_with_resolution(request).await.0
+    }
+
+    /// [`Self::respond`], also returning what was resolved (for metrics).
+    pub async fn respond_with_resolution(
+        &self,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> (AdmissionResponse, Resolution) {
         let resolution = match volume_to_resolve(request) {
             Some(volume) => self.resolver.resolve(&volume).await,
             None => Resolution::NotNeeded,
         };
-        decide(request, &resolution, &self.config)
+        (decide(request, &resolution, &self.config), resolution)
     }
 }
 

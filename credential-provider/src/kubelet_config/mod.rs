@@ -191,6 +191,17 @@ pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
         field: e.path().to_string(),
         reason: e.into_inner().to_string(),
     })?;
+    // Only the v1 config type has tokenAttributes: in v1alpha1 and v1beta1
+    // kubelet's strict decoding refuses it as an unknown field.
+    if api_version != format!("{CONFIG_GROUP}/v1")
+        && let Some(i) = file.providers.iter().position(|p| p.token_attributes.is_some())
+    {
+        return Err(ConfigError::Field {
+            path: path.to_owned(),
+            field: format!("providers[{i}].tokenAttributes"),
+            reason: format!("unknown field `tokenAttributes` in {api_version}: only kubelet.config.k8s.io/v1 has it"),
+        });
+    }
     Ok(file.providers)
 }
 
@@ -221,6 +232,22 @@ mod tests {
                 assert!(reason.contains("unknown field `matchImage`"), "{reason}");
             }
             other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn token_attributes_exist_only_in_the_v1_config() {
+        let config = |version: &str| {
+            format!(
+                "apiVersion: kubelet.config.k8s.io/{version}\nkind: CredentialProviderConfig\nproviders:\n- name: p\n  tokenAttributes: {{serviceAccountTokenAudience: a}}\n"
+            )
+        };
+        assert!(decode_text(&config("v1")).is_ok());
+        for version in ["v1beta1", "v1alpha1"] {
+            match decode_text(&config(version)).unwrap_err() {
+                ConfigError::Field { field, .. } => assert_eq!(field, "providers[0].tokenAttributes"),
+                other => panic!("{version}: {other:?}"),
+            }
         }
     }
 

@@ -222,3 +222,5 @@ pub async fn assert_idempotent(reviewer: &Reviewer, body: &[u8]) -> Answer {
     );
     first
 }
+
+pub mod net;

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the cluster tier's Go binaries from the Go module proxy, at the
+# versions pinned in tests/cluster/go.mod, into
+# .cache/cluster-bin/<k8s-version>/ : kube-apiserver, etcd, the kubelet-side
+# test program (kubelet-credcheck) and kustomize-render. A binary already
+# there is not rebuilt unless its inputs (Go version, go.mod, go.sum, the
+# program's sources) changed. Go's caches live in .cache/go/.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cache="$root/.cache"
+export GOMODCACHE="${GOMODCACHE:-$cache/go/mod}"
+export GOCACHE="${GOCACHE:-$cache/go/cache}"
+export GOPATH="${GOPATH:-$cache/go/path}"
+export GOFLAGS="${GOFLAGS:--mod=mod -p=2}"
+export CGO_ENABLED="${CGO_ENABLED:-0}"
+export GOTOOLCHAIN=local
+
+k8s_version="$(awk '$1=="k8s.io/kubernetes"{print $2; exit} $2=="k8s.io/kubernetes"{print $3; exit}' "$here/go.mod")"
+[ -n "$k8s_version" ] || { echo "build.sh: no k8s.io/kubernetes version in go.mod" >&2; exit 1; }
+out="${CLUSTER_BIN_DIR:-$cache/cluster-bin/$k8s_version}"
+mkdir -p "$out"
+
+now() { date +%s; }
+# The stamp of one binary: the Go version and its inputs, so an edit (or a
+# new Go) rebuilds it.
+stamp() { { go version; cat "$here/go.mod" "$here/go.sum" "$@"; } | sha256sum | cut -c1-16; }
+
+build() { # name stamp-inputs... -- package
+	local name="$1"; shift
+	local inputs=()
+	while [ "$1" != "--" ]; do inputs+=("$1"); shift; done
+	shift
+	local pkg="$1" want have t0
+	want="$(stamp "${inputs[@]}")"
+	have="$(cat "$out/.$name.stamp" 2>/dev/null || true)"
+	if [ -x "$out/$name" ] && [ "$want" = "$have" ]; then
+		echo "build.sh: $name $k8s_version cached"
+		return
+	fi
+	t0=$(now)
+	echo "build.sh: building $name ($pkg) ..."
+	(cd "$here" && nice -n 19 go build -trimpath -o "$out/$name.tmp.$$" "$pkg")
+	mv "$out/$name.tmp.$$" "$out/$name"
+	echo "$want" > "$out/.$name.stamp"
+	echo "build.sh: built $name in $(( $(now) - t0 ))s"
+}
+
+t_start=$(now)
+build etcd "$here/cmd/etcd/main.go" -- ./cmd/etcd
+build kube-apiserver -- k8s.io/kubernetes/cmd/kube-apiserver
+build kubelet-credcheck "$here"/cmd/kubelet-credcheck/*.go -- ./cmd/kubelet-credcheck
+build kustomize-render "$here"/cmd/kustomize-render/*.go -- ./cmd/kustomize-render
+echo "build.sh: cluster binaries in $out ($(( $(now) - t_start ))s)"

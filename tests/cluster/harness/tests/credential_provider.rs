@@ -1,0 +1,560 @@
+//! Our plugin, called by kubelet's own code: each config under
+//! manifests/credential-provider/ is registered with kubelet's
+//! RegisterCredentialProviderPlugins (copies with paths and endpoints
+//! rewritten), and kubelet's keyring returns the expected credentials for a
+//! set of images. The service-account token backends get real tokens from a
+//! real kube-apiserver (TokenRequest bound to a real Pod), as kubelet would.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine;
+use cluster_harness::{TestCluster, cluster_bin, json_lines, provider_binary, run_ok, workspace_root};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use serde_yaml_ng::Value as Yaml;
+
+/// A bin dir holding our binary under the provider's name.
+fn bin_dir(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(provider_binary(), dir.join("cloud-credential-provider")).unwrap();
+    dir
+}
+
+/// A bin dir whose `cloud-credential-provider` logs each run (one line to
+/// the returned file) and then runs our binary.
+fn counting_bin_dir(tmp: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmp.join("counting-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let calls = tmp.join("calls.log");
+    let script = dir.join("cloud-credential-provider");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho run >> '{}'\nexec '{}' \"$@\"\n",
+            calls.display(),
+            provider_binary().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, calls)
+}
+
+fn runs(calls: &Path) -> usize {
+    std::fs::read_to_string(calls).map(|t| t.lines().count()).unwrap_or(0)
+}
+
+/// A copy of manifests/credential-provider/<name> under `tmp`, with each
+/// provider passed through `edit`.
+fn manifest_copy(tmp: &Path, name: &str, edit: impl Fn(&mut serde_yaml_ng::Mapping)) -> PathBuf {
+    let text = std::fs::read_to_string(workspace_root().join("manifests/credential-provider").join(name)).unwrap();
+    let mut doc: Yaml = serde_yaml_ng::from_str(&text).unwrap();
+    for provider in doc["providers"].as_sequence_mut().expect("providers") {
+        edit(provider.as_mapping_mut().expect("provider"));
+    }
+    let path = tmp.join(name);
+    std::fs::write(&path, serde_yaml_ng::to_string(&doc).unwrap()).unwrap();
+    path
+}
+
+fn set_arg(provider: &mut serde_yaml_ng::Mapping, flag: &str, value: &str) {
+    let args = provider.get_mut("args").and_then(Yaml::as_sequence_mut).expect("args");
+    let prefix = format!("{flag}=");
+    let arg = args
+        .iter_mut()
+        .find(|a| a.as_str().is_some_and(|s| s.starts_with(&prefix)))
+        .unwrap_or_else(|| panic!("no {flag} in args"));
+    *arg = Yaml::from(format!("{prefix}{value}"));
+}
+
+/// Sets (or adds) one of the provider's env variables.
+fn set_env(provider: &mut serde_yaml_ng::Mapping, name: &str, value: &str) {
+    if provider.get("env").is_none() {
+        provider.insert("env".into(), Yaml::Sequence(Vec::new()));
+    }
+    let env = provider.get_mut("env").and_then(Yaml::as_sequence_mut).expect("env");
+    match env.iter_mut().find(|e| e["name"].as_str() == Some(name)) {
+        Some(var) => var["value"] = Yaml::from(value),
+        None => env.push(serde_yaml_ng::to_value(serde_json::json!({"name": name, "value": value})).unwrap()),
+    }
+}
+
+struct KeyringRun {
+    /// image → [(username, password)] (empty: kubelet found nothing).
+    lookups: BTreeMap<String, Vec<(String, String)>>,
+    summary: Value,
+    stderr: String,
+}
+
+fn keyring(config: &Path, bin: &Path, extra: &[String], images: &[&str]) -> KeyringRun {
+    let out = run_ok(
+        Command::new(cluster_bin("kubelet-credcheck"))
+            .arg("keyring")
+            .arg("--config")
+            .arg(config)
+            .arg("--bin-dir")
+            .arg(bin)
+            .args(extra)
+            .args(images),
+    )
+    .unwrap();
+    let mut lines = json_lines(&out).unwrap();
+    let summary = lines.pop().expect("summary");
+    assert_eq!(summary["summary"], true);
+    let lookups = lines
+        .into_iter()
+        .map(|l| {
+            assert!(
+                l["error"].is_null(),
+                "kubelet cannot parse {}: {}",
+                l["image"],
+                l["error"]
+            );
+            let auth = l["auth"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| {
+                    (
+                        a["username"].as_str().unwrap().to_string(),
+                        a["password"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect::<Vec<_>>();
+            assert_eq!(l["found"].as_bool().unwrap(), !auth.is_empty());
+            (l["image"].as_str().unwrap().to_string(), auth)
+        })
+        .collect();
+    KeyringRun {
+        lookups,
+        summary,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn creds(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(u, p)| (u.to_string(), p.to_string())).collect()
+}
+
+fn docker_config_fixture() -> String {
+    workspace_root()
+        .join("tests/data/credential-provider/docker-config.json")
+        .display()
+        .to_string()
+}
+
+#[test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+fn static_manifest_through_kubelets_keyring() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = bin_dir(tmp.path());
+    let config = manifest_copy(tmp.path(), "static.yaml", |p| {
+        set_arg(p, "--docker-config", &docker_config_fixture())
+    });
+    let team = ("robot$team", "s3cr3t-team-password");
+    let team_b = ("team-b-robot", "team-b-password-456");
+    let want: Vec<(&str, Vec<(String, String)>)> = vec![
+        ("registry.example.com/app", creds(&[team])),
+        ("registry.example.com/app:v1", creds(&[team])),
+        // Longer keys first (kubelet sorts its keys in reverse order).
+        ("registry.example.com/team-b/app", creds(&[team_b, team])),
+        // kubelet's path match is a raw string prefix: team-bx is "under" team-b.
+        ("registry.example.com/team-bx/app", creds(&[team_b, team])),
+        // Matched by matchImages, but the Docker config has nothing for them.
+        ("foo.registry.example.com/x", vec![]),
+        ("registry.example.com:5000/app", vec![]),
+        // Not in matchImages: the plugin is not run.
+        ("ghcr.io/org/app", vec![]),
+        ("nginx:1.27", vec![]),
+        ("localhost:5000/app", vec![]),
+        ("a.b.registry.example.com/x", vec![]),
+    ];
+    let images: Vec<&str> = want.iter().map(|(i, _)| *i).collect();
+    let run = keyring(&config, &bin, &[], &images);
+    for (image, expected) in &want {
+        assert_eq!(
+            &run.lookups[*image], expected,
+            "image {image}\nkubelet stderr:\n{}",
+            run.stderr
+        );
+    }
+
+    // Every image sent to the plugin: kubelet's keyring then matches the
+    // keys of our answer (Docker Hub's key, wildcards, ports) itself.
+    let config = manifest_copy(tmp.path(), "static.yaml", |p| {
+        set_arg(p, "--docker-config", &docker_config_fixture());
+        p.insert(
+            "matchImages".into(),
+            serde_yaml_ng::to_value(["*", "*.*", "*.*.*", "*.*.*.*", "*:5000"]).unwrap(),
+        );
+    });
+    let hub = ("hubuser", "hub-password-123");
+    let want: Vec<(&str, Vec<(String, String)>)> = vec![
+        ("registry.example.com/app", creds(&[team])),
+        ("nginx", creds(&[hub])),
+        ("docker.io/team/app", creds(&[hub])),
+        ("index.docker.io/library/nginx", creds(&[hub])),
+        ("a.mirror.example.net/x", creds(&[("mirror", "mirror-password-789")])),
+        // One label too many for `*.mirror.example.net`.
+        ("a.b.mirror.example.net/x", vec![]),
+        ("localhost:5000/app", creds(&[("local", "local-password-000")])),
+        // No port in the key: no match.
+        ("localhost:5001/app", vec![]),
+        // `ghcr.io: {}` carries no credentials.
+        ("ghcr.io/org/x", vec![]),
+        ("quay.io/x", vec![]),
+    ];
+    let images: Vec<&str> = want.iter().map(|(i, _)| *i).collect();
+    let run = keyring(&config, &bin, &[], &images);
+    for (image, expected) in &want {
+        assert_eq!(
+            &run.lookups[*image], expected,
+            "image {image}\nkubelet stderr:\n{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+fn static_manifest_in_every_protocol_version() {
+    // kubelet writes the request and strictly decodes the answer in the
+    // provider's apiVersion: each must round-trip.
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = bin_dir(tmp.path());
+    for version in ["v1alpha1", "v1beta1", "v1"] {
+        let config = manifest_copy(tmp.path(), "static.yaml", |p| {
+            set_arg(p, "--docker-config", &docker_config_fixture());
+            p.insert(
+                "apiVersion".into(),
+                Yaml::from(format!("credentialprovider.kubelet.k8s.io/{version}")),
+            );
+        });
+        let run = keyring(&config, &bin, &[], &["registry.example.com/team-b/app"]);
+        assert_eq!(
+            run.lookups["registry.example.com/team-b/app"],
+            creds(&[
+                ("team-b-robot", "team-b-password-456"),
+                ("robot$team", "s3cr3t-team-password")
+            ]),
+            "{version}: kubelet stderr:\n{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+fn kubelet_caches_our_answers_as_we_say() {
+    // static answers with cacheKeyType Registry and --cache-duration=10m:
+    // kubelet runs the plugin once per registry, not once per image.
+    let tmp = tempfile::tempdir().unwrap();
+    let (bin, calls) = counting_bin_dir(tmp.path());
+    let config = manifest_copy(tmp.path(), "static.yaml", |p| {
+        set_arg(p, "--docker-config", &docker_config_fixture())
+    });
+    let images = [
+        "registry.example.com/a",
+        "registry.example.com/b:1",
+        "registry.example.com/team-b/c",
+        "foo.registry.example.com/x",
+        "foo.registry.example.com/y",
+        "registry.example.com:5000/z",
+    ];
+    let run = keyring(&config, &bin, &[], &images);
+    assert_eq!(
+        run.lookups["registry.example.com/b:1"],
+        creds(&[("robot$team", "s3cr3t-team-password")])
+    );
+    assert_eq!(runs(&calls), 3, "one run per registry; stderr:\n{}", run.stderr);
+
+    // --cache-duration=0s: nothing is cached, every lookup runs the plugin.
+    let calls_before = runs(&calls);
+    let config = manifest_copy(tmp.path(), "static.yaml", |p| {
+        set_arg(p, "--docker-config", &docker_config_fixture());
+        set_arg(p, "--cache-duration", "0s");
+    });
+    let run = keyring(&config, &bin, &[], &images[..3]);
+    assert_eq!(
+        run.lookups["registry.example.com/a"],
+        creds(&[("robot$team", "s3cr3t-team-password")])
+    );
+    assert_eq!(runs(&calls) - calls_before, 3, "stderr:\n{}", run.stderr);
+}
+
+/// Namespace, ServiceAccount (with annotations) and a Pod using it, as a
+/// kubelet would find them. Returns the pod's UID.
+async fn pod_with_service_account(
+    cluster: &TestCluster,
+    ns: &str,
+    sa: &str,
+    annotations: Value,
+    image: &str,
+) -> String {
+    let client = cluster.client();
+    let pp = PostParams::default();
+    Api::<Namespace>::all(client.clone())
+        .create(&pp, &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
+        .await
+        .unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": sa, "annotations": annotations}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "puller"},
+        "spec": {
+            "serviceAccountName": sa,
+            "automountServiceAccountToken": false,
+            "containers": [{"name": "app", "image": image}],
+        },
+    }))
+    .unwrap();
+    let pod = Api::<Pod>::namespaced(client, ns).create(&pp, &pod).await.unwrap();
+    pod.metadata.uid.expect("pod uid")
+}
+
+fn pod_flags(cluster: &TestCluster, ns: &str, sa: &str, uid: &str) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", cluster.kubeconfig.display()),
+        format!("--namespace={ns}"),
+        "--pod-name=puller".into(),
+        format!("--pod-uid={uid}"),
+        format!("--service-account={sa}"),
+    ]
+}
+
+/// The claims of a JWT (not verified: the apiserver issued it).
+fn claims(token: &str) -> Value {
+    let payload = token.split('.').nth(1).expect("JWT");
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn assert_bound_token(token: &str, audience: &str, ns: &str, sa: &str, pod_uid: &str) {
+    let c = claims(token);
+    assert_eq!(c["aud"], json!([audience]), "{c}");
+    assert_eq!(c["sub"], format!("system:serviceaccount:{ns}:{sa}"), "{c}");
+    assert_eq!(c["iss"], cluster_harness::SERVICE_ACCOUNT_ISSUER, "{c}");
+    assert_eq!(c["kubernetes.io"]["pod"]["uid"], pod_uid, "{c}");
+}
+
+#[tokio::test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+async fn passthrough_manifest_with_real_service_account_tokens() {
+    let cluster = TestCluster::start().await;
+    let (ns, sa) = ("registry-users", "harbor-puller");
+    let uid = pod_with_service_account(&cluster, ns, sa, json!({}), "harbor.example.com/team/app:1").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = bin_dir(tmp.path());
+    let config = manifest_copy(tmp.path(), "passthrough.yaml", |_| {});
+
+    let images = [
+        "harbor.example.com/team/app:1",
+        "harbor.example.com:8443/team/app",
+        "other.example.com/app",
+    ];
+    let flags = pod_flags(&cluster, ns, sa, &uid);
+    let run = tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &images))
+        .await
+        .unwrap();
+    let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
+    assert_eq!(
+        issued.len(),
+        1,
+        "one TokenRequest for the one matching image; stderr:\n{}",
+        run.stderr
+    );
+    let token = &issued[0];
+    assert_bound_token(token, "harbor.example.com", ns, sa, &uid);
+    assert_eq!(
+        run.lookups["harbor.example.com/team/app:1"],
+        creds(&[("jwt", token)]),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.lookups["harbor.example.com:8443/team/app"], vec![]);
+    assert_eq!(run.lookups["other.example.com/app"], vec![]);
+
+    // requireServiceAccount: a pod without a service account gets nothing,
+    // and kubelet does not even ask for a token.
+    let tmp2 = tempfile::tempdir().unwrap();
+    let bin = bin_dir(tmp2.path());
+    let config = manifest_copy(tmp2.path(), "passthrough.yaml", |_| {});
+    let mut flags = pod_flags(&cluster, ns, "", &uid);
+    flags.retain(|f| f != "--service-account=");
+    let run = tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &["harbor.example.com/team/app"]))
+        .await
+        .unwrap();
+    assert_eq!(run.lookups["harbor.example.com/team/app"], vec![]);
+    assert_eq!(run.summary["issued_tokens"], json!([]));
+}
+
+#[tokio::test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+async fn token_exchange_manifest_with_real_tokens_and_a_token_endpoint() {
+    let cluster = TestCluster::start().await;
+    let (ns, sa) = ("team-a", "registry-reader");
+    let uid = pod_with_service_account(
+        &cluster,
+        ns,
+        sa,
+        json!({"registry.example.com/scope": "repository:team-a:pull"}),
+        "registry.example.com/team-a/app",
+    )
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = bin_dir(tmp.path());
+    // kubelet-credcheck serves the token endpoint on 127.0.0.1 and puts its
+    // URL where the placeholder is.
+    let config = manifest_copy(tmp.path(), "token-exchange.yaml", |p| {
+        set_env(p, "CLOUD_CREDENTIAL_PROVIDER_TOKEN_ENDPOINT", "@TOKEN_ENDPOINT@")
+    });
+    let mut flags = pod_flags(&cluster, ns, sa, &uid);
+    flags.push("--token-server".into());
+    let images = [
+        "registry.example.com/team-a/app",
+        "registry.example.com:5000/team-a/app",
+    ];
+    let run = tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &images))
+        .await
+        .unwrap();
+
+    let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
+    assert_eq!(issued.len(), 1, "stderr:\n{}", run.stderr);
+    assert_bound_token(&issued[0], "sts.example.com", ns, sa, &uid);
+    let exchanges = run.summary["exchanges"].as_array().unwrap();
+    assert_eq!(exchanges.len(), 1, "stderr:\n{}", run.stderr);
+    let exchange = &exchanges[0];
+    assert_eq!(exchange["subject_token"], issued[0].as_str());
+    assert_eq!(exchange["audience"], "registry.example.com");
+    let access = exchange["access_token"].as_str().unwrap();
+    assert_eq!(
+        run.lookups["registry.example.com/team-a/app"],
+        creds(&[("oauth2accesstoken", access)]),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.lookups["registry.example.com:5000/team-a/app"], vec![]);
+}
+
+#[tokio::test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
+    let moto = cluster_harness::Moto::start();
+    let cluster = TestCluster::start().await;
+    let role = "arn:aws:iam::123456789012:role/ecr-puller";
+    let node_uid = pod_with_service_account(&cluster, "ecr-node", "puller", json!({}), "busybox").await;
+    let role_uid = pod_with_service_account(
+        &cluster,
+        "ecr-role",
+        "puller",
+        json!({"eks.amazonaws.com/ecr-role-arn": role}),
+        "busybox",
+    )
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (bin, calls) = counting_bin_dir(tmp.path());
+    // Only moto, never the machine's own AWS set-up.
+    let aws_env = |p: &mut serde_yaml_ng::Mapping, node_credentials: bool| {
+        set_env(p, "AWS_ENDPOINT_URL", &moto.url);
+        set_env(p, "AWS_EC2_METADATA_DISABLED", "true");
+        set_env(p, "AWS_CONFIG_FILE", "/nonexistent");
+        set_env(p, "AWS_SHARED_CREDENTIALS_FILE", "/nonexistent");
+        let (id, secret) = if node_credentials {
+            ("AKIDNODE", "node-secret-key")
+        } else {
+            ("", "")
+        };
+        set_env(p, "AWS_ACCESS_KEY_ID", id);
+        set_env(p, "AWS_SECRET_ACCESS_KEY", secret);
+    };
+    let registry = "123456789012.dkr.ecr.eu-west-1.amazonaws.com";
+    let image_a = format!("{registry}/team/app:1");
+    let image_b = format!("{registry}/team/other");
+    let foreign = "quay.io/team/app";
+    let token = ("AWS", "123456789012-auth-token");
+
+    // The node's credentials, for a pod whose service account names no role.
+    std::fs::create_dir_all(tmp.path().join("node")).unwrap();
+    let config = manifest_copy(&tmp.path().join("node"), "ecr.yaml", |p| aws_env(p, true));
+    let flags = pod_flags(&cluster, "ecr-node", "puller", &node_uid);
+    let images = [image_a.clone(), image_b.clone(), foreign.to_string()];
+    let run = {
+        let (bin, config) = (bin.clone(), config.clone());
+        tokio::task::spawn_blocking(move || {
+            let images: Vec<&str> = images.iter().map(String::as_str).collect();
+            keyring(&config, &bin, &flags, &images)
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(run.lookups[&image_a], creds(&[token]), "{}", run.stderr);
+    assert_eq!(run.lookups[&image_b], creds(&[token]), "{}", run.stderr);
+    // Not in matchImages: the plugin does not run.
+    assert_eq!(run.lookups[foreign], vec![], "{}", run.stderr);
+    // moto's token expired in 2015, so kubelet must not cache it: both ECR
+    // images ran the plugin.
+    assert_eq!(runs(&calls), 2, "{}", run.stderr);
+
+    // KEP-4412: no node credentials at all; the service account's role
+    // (AssumeRoleWithWebIdentity with the real bound token) is the only way.
+    std::fs::create_dir_all(tmp.path().join("role")).unwrap();
+    let config = manifest_copy(&tmp.path().join("role"), "ecr.yaml", |p| aws_env(p, false));
+    let flags = pod_flags(&cluster, "ecr-role", "puller", &role_uid);
+    let run = {
+        let (bin, config, image) = (bin.clone(), config.clone(), image_a.clone());
+        tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &[&image]))
+            .await
+            .unwrap()
+    };
+    assert_eq!(run.lookups[&image_a], creds(&[token]), "{}", run.stderr);
+    let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
+    assert_eq!(issued.len(), 1, "{}", run.stderr);
+    assert_bound_token(&issued[0], "sts.amazonaws.com", "ecr-role", "puller", &role_uid);
+
+    // The same config for a pod without the annotation: no credentials to
+    // use, so kubelet gets nothing (and logs the plugin's error).
+    let flags = pod_flags(&cluster, "ecr-node", "puller", &node_uid);
+    let run = {
+        let image = image_a.clone();
+        tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &[&image]))
+            .await
+            .unwrap()
+    };
+    assert_eq!(run.lookups[&image_a], vec![], "{}", run.stderr);
+}
+
+#[test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+fn every_manifest_registers_in_kubelet() {
+    // As kubelet starts: read, validate, find the binary under the
+    // provider's name in the bin dir. Whatever manifests exist at run time.
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = bin_dir(tmp.path());
+    let dir = workspace_root().join("manifests/credential-provider");
+    let mut manifests: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json"))
+        .collect();
+    manifests.sort();
+    assert!(!manifests.is_empty());
+    for manifest in &manifests {
+        let run = keyring(manifest, &bin, &[], &[]);
+        assert!(run.lookups.is_empty());
+        eprintln!("kubelet registers {}", manifest.display());
+    }
+}

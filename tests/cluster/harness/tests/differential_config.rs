@@ -1,0 +1,209 @@
+//! `cloud-credential-provider check-config` accepts exactly the configs that
+//! kubelet's own reading and validation (RegisterCredentialProviderPlugins
+//! of the pinned k8s.io/kubernetes) accept: the fixtures under
+//! tests/data/credential-provider/configs/ and a generated corpus covering
+//! every validation rule.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use cluster_harness::{assert_disagreements, cluster_bin, corpus, json_lines, provider_binary, run_ok, workspace_root};
+
+#[test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+fn check_config_agrees_with_kubelet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let generated = tmp.path().join("corpus");
+    std::fs::create_dir_all(&generated).unwrap();
+    let mut paths = corpus::write_corpus(&generated).unwrap();
+    let fixtures = workspace_root().join("tests/data/credential-provider/configs");
+    let mut fixture_paths: Vec<_> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    fixture_paths.sort();
+    paths.extend(fixture_paths);
+    // The manifests kubelet would be given.
+    for entry in std::fs::read_dir(workspace_root().join("manifests/credential-provider")).unwrap() {
+        paths.push(entry.unwrap().path());
+    }
+    assert!(paths.len() >= 100, "corpus has {} configs", paths.len());
+
+    let bin_dir = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let out = run_ok(
+        Command::new(cluster_bin("kubelet-credcheck"))
+            .arg("validate")
+            .arg("--bin-dir")
+            .arg(&bin_dir)
+            .args(&paths),
+    )
+    .unwrap();
+    let verdicts = json_lines(&out).unwrap();
+    assert_eq!(verdicts.len(), paths.len());
+
+    let ours = provider_binary();
+    let mut found = BTreeMap::new();
+    let (mut accepted, mut rejected) = (0, 0);
+    for (path, verdict) in paths.iter().zip(&verdicts) {
+        let kubelet_ok = verdict["accepted"].as_bool().unwrap();
+        let kubelet_err = verdict["error"].as_str().unwrap_or("");
+        let out = Command::new(&ours).arg("check-config").arg(path).output().unwrap();
+        let our_ok = match out.status.code() {
+            Some(0) => true,
+            Some(1) => false,
+            other => panic!(
+                "check-config {} exited {other:?}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        };
+        if kubelet_ok {
+            accepted += 1
+        } else {
+            rejected += 1
+        }
+        let name = path
+            .strip_prefix(tmp.path())
+            .or_else(|_| path.strip_prefix(workspace_root()))
+            .unwrap_or(path);
+        let key = name.display().to_string();
+        let key = key.strip_prefix("corpus/").unwrap_or(&key).to_string();
+        if kubelet_ok != our_ok {
+            let text = if path.is_file() {
+                std::fs::read_to_string(path).unwrap_or_default()
+            } else {
+                String::from("(directory)")
+            };
+            found.entry(key.clone()).or_insert_with(Vec::new).push(format!(
+                "{key}: kubelet {} ({kubelet_err}), ours {} ({}{})\n--- config ---\n{text}",
+                if kubelet_ok { "accepts" } else { "rejects" },
+                if our_ok { "accepts" } else { "rejects" },
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim(),
+            ));
+        }
+        let hint_bad = key.contains("bad-")
+            || key.contains("dir-dup")
+            || key.contains("dir-one-")
+            || key.contains("dir-only")
+            || key.contains("dir-empty")
+            || key.contains("dir-nested");
+        if hint_bad == kubelet_ok {
+            eprintln!(
+                "note: {key}: kubelet {} it (the name suggests otherwise): {kubelet_err}",
+                if kubelet_ok { "accepts" } else { "rejects" }
+            );
+        }
+    }
+    eprintln!(
+        "check-config differential: {} configs, kubelet accepts {accepted}, rejects {rejected}; {} disagreements",
+        paths.len(),
+        found.len()
+    );
+    assert_disagreements("config", &found, true);
+}
+
+/// Random configs from `kubelet-credcheck config-corpus`: every field drawn
+/// from valid and invalid values (CLUSTER_CONFIG_SEED, CLUSTER_CONFIG_COUNT).
+#[test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+fn check_config_agrees_with_kubelet_on_random_configs() {
+    let knob = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let seed = knob("CLUSTER_CONFIG_SEED", 4412);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("random");
+    run_ok(
+        Command::new(cluster_bin("kubelet-credcheck"))
+            .arg("config-corpus")
+            .arg(format!("--out={}", dir.display()))
+            .arg(format!("--seed={seed}"))
+            .arg(format!("--count={}", knob("CLUSTER_CONFIG_COUNT", 200))),
+    )
+    .unwrap();
+    let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    paths.sort();
+    let bin_dir = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let out = run_ok(
+        Command::new(cluster_bin("kubelet-credcheck"))
+            .arg("validate")
+            .arg("--bin-dir")
+            .arg(&bin_dir)
+            .args(&paths),
+    )
+    .unwrap();
+    let verdicts = json_lines(&out).unwrap();
+    assert_eq!(verdicts.len(), paths.len());
+    let mut found = BTreeMap::new();
+    let mut accepted = 0;
+    for (path, verdict) in paths.iter().zip(&verdicts) {
+        let kubelet_ok = verdict["accepted"].as_bool().unwrap();
+        accepted += usize::from(kubelet_ok);
+        let out = Command::new(provider_binary())
+            .arg("check-config")
+            .arg(path)
+            .output()
+            .unwrap();
+        let our_ok = match out.status.code() {
+            Some(0) => true,
+            Some(1) => false,
+            other => panic!("check-config {} exited {other:?}", path.display()),
+        };
+        if kubelet_ok != our_ok {
+            // Keyed by kubelet's error without the file name, so that one
+            // root cause is one key whatever the seed.
+            let error = verdict["error"].as_str().unwrap_or("");
+            let class = error_class(error);
+            let key = if kubelet_ok {
+                "kubelet-accepts".to_string()
+            } else {
+                format!("kubelet-rejects: {class}")
+            };
+            found.entry(key).or_insert_with(Vec::new).push(format!(
+                "{}: kubelet {} ({error}), ours {} ({})\n{}",
+                path.file_name().unwrap().to_string_lossy(),
+                if kubelet_ok { "accepts" } else { "rejects" },
+                if our_ok { "accepts" } else { "rejects" },
+                String::from_utf8_lossy(&out.stdout).trim(),
+                std::fs::read_to_string(path).unwrap_or_default(),
+            ));
+        }
+    }
+    eprintln!(
+        "random check-config differential (seed {seed}): {} configs, kubelet accepts {accepted}; {} disagreement classes",
+        paths.len(),
+        found.len()
+    );
+    assert!(
+        accepted > paths.len() / 5 && accepted < paths.len() * 4 / 5,
+        "unbalanced corpus: {accepted} accepted"
+    );
+    assert_disagreements("config-random", &found, false);
+}
+
+/// kubelet's error without the file name and values; an unknown field keeps
+/// its path (indexes dropped).
+fn error_class(error: &str) -> String {
+    let rest = error.split_once(": ").map_or(error, |(_, rest)| rest);
+    if let Some(field) = rest
+        .strip_prefix("strict decoding error: unknown field \"")
+        .and_then(|f| f.split('"').next())
+    {
+        let mut path = String::new();
+        let mut in_index = false;
+        for c in field.chars() {
+            match c {
+                '[' => {
+                    in_index = true;
+                    path.push_str("[]");
+                }
+                ']' => in_index = false,
+                _ if in_index => {}
+                _ => path.push(c),
+            }
+        }
+        return format!("unknown field {path}");
+    }
+    cluster_harness::go_error_class(&format!("parse \"x\": {rest}"))
+}

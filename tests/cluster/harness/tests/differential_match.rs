@@ -1,0 +1,188 @@
+//! Our matcher agrees with kubelet's `credentialprovider.URLsMatchStr` (and
+//! its image normalisation, `parsers.ParseImageName`) on a generated set of
+//! pattern × image pairs: one config with one provider per pattern, and
+//! `cloud-credential-provider explain --config <it> <image>` per image.
+//! Patterns kubelet's validation rejects must be rejected by our
+//! `check-config` too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use cluster_harness::{assert_disagreements, cluster_bin, provider_binary, run_ok};
+use serde_json::{Value, json};
+
+/// Pairs: CLUSTER_MATCH_PATTERNS × CLUSTER_MATCH_IMAGES (default 150 × 400).
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn provider_name(i: usize) -> String {
+    format!("p{i:04}")
+}
+
+fn config_for(patterns: &[(usize, String)]) -> Value {
+    let providers: Vec<Value> = patterns
+        .iter()
+        .map(|(i, p)| {
+            json!({
+                "name": provider_name(*i),
+                "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                "matchImages": [p],
+                "defaultCacheDuration": "1m",
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "kubelet.config.k8s.io/v1",
+        "kind": "CredentialProviderConfig",
+        "providers": providers,
+    })
+}
+
+fn check_config(path: &std::path::Path) -> (bool, String) {
+    let out = Command::new(provider_binary())
+        .arg("check-config")
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match out.status.code() {
+        Some(0) => (true, text),
+        Some(1) => (false, text),
+        other => panic!("check-config exited {other:?}: {text}"),
+    }
+}
+
+#[test]
+#[ignore = "cluster tier: run tests/cluster/run.sh"]
+fn matcher_agrees_with_kubelet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus_path = tmp.path().join("corpus.json");
+    let seed = knob("CLUSTER_MATCH_SEED", 4412);
+    run_ok(
+        Command::new(cluster_bin("kubelet-credcheck"))
+            .arg("match-corpus")
+            .arg(format!("--out={}", corpus_path.display()))
+            .arg(format!("--seed={seed}"))
+            .arg(format!("--patterns={}", knob("CLUSTER_MATCH_PATTERNS", 150)))
+            .arg(format!("--images={}", knob("CLUSTER_MATCH_IMAGES", 400))),
+    )
+    .unwrap();
+    let corpus: Value = serde_json::from_slice(&std::fs::read(&corpus_path).unwrap()).unwrap();
+    let patterns: Vec<String> = serde_json::from_value(corpus["patterns"].clone()).unwrap();
+    let mut pattern_found = BTreeMap::new();
+
+    // Patterns kubelet rejects: our check-config must reject each.
+    let invalid = corpus["invalid_patterns"].as_array().unwrap();
+    for (n, bad) in invalid.iter().enumerate() {
+        let pattern = bad["pattern"].as_str().unwrap();
+        let path = tmp.path().join(format!("invalid-{n}.json"));
+        std::fs::write(&path, config_for(&[(0, pattern.to_string())]).to_string()).unwrap();
+        let (ours_ok, text) = check_config(&path);
+        if ours_ok {
+            let class = cluster_harness::go_error_class(bad["error"].as_str().unwrap_or(""));
+            pattern_found
+                .entry(format!("kubelet-rejects: {class}"))
+                .or_insert_with(Vec::new)
+                .push(format!(
+                    "matchImages {pattern:?}: kubelet rejects ({}), ours accepts ({})",
+                    bad["error"],
+                    text.trim()
+                ));
+        }
+    }
+
+    // Patterns kubelet accepts: ours must accept them too; those it does
+    // not are reported and left out of the matching pairs.
+    let all: Vec<(usize, String)> = patterns.iter().cloned().enumerate().collect();
+    let config_path = tmp.path().join("patterns.json");
+    std::fs::write(&config_path, config_for(&all).to_string()).unwrap();
+    let mut usable = all.clone();
+    if !check_config(&config_path).0 {
+        usable.clear();
+        for (i, p) in &all {
+            let path = tmp.path().join(format!("valid-{i}.json"));
+            std::fs::write(&path, config_for(&[(*i, p.clone())]).to_string()).unwrap();
+            let (ok, text) = check_config(&path);
+            if ok {
+                usable.push((*i, p.clone()));
+            } else {
+                pattern_found
+                    .entry("kubelet-accepts".to_string())
+                    .or_insert_with(Vec::new)
+                    .push(format!(
+                        "matchImages {p:?}: kubelet accepts, ours rejects ({})",
+                        text.trim()
+                    ));
+            }
+        }
+        std::fs::write(&config_path, config_for(&usable).to_string()).unwrap();
+    }
+    let usable_ids: BTreeSet<usize> = usable.iter().map(|(i, _)| *i).collect();
+
+    let mut match_found = BTreeMap::new();
+    let (mut pairs, mut matching, mut skipped_images) = (0usize, 0usize, 0usize);
+    for image in corpus["images"].as_array().unwrap() {
+        let raw = image["image"].as_str().unwrap();
+        if image.get("error").is_some_and(|e| e.is_string()) {
+            // kubelet cannot parse this reference and never looks it up.
+            skipped_images += 1;
+            continue;
+        }
+        let repo = image["repo"].as_str().unwrap();
+        let kubelet: BTreeSet<usize> = image["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_u64().unwrap() as usize)
+            .filter(|i| usable_ids.contains(i))
+            .collect();
+        let out = run_ok(
+            Command::new(provider_binary())
+                .arg("explain")
+                .arg("--config")
+                .arg(&config_path)
+                .arg(raw),
+        )
+        .unwrap();
+        let ours: BTreeSet<usize> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix('p').and_then(|n| n.parse().ok()))
+            .collect();
+        pairs += usable.len();
+        matching += kubelet.len();
+        for i in kubelet.symmetric_difference(&ours) {
+            let pattern = &patterns[*i];
+            let kubelet_says = kubelet.contains(i);
+            match_found
+                .entry(format!("{pattern:?} {repo:?}"))
+                .or_insert_with(Vec::new)
+                .push(format!(
+                    "pattern {pattern:?}, image {raw:?} (kubelet looks up {repo:?}): kubelet {}, ours {}",
+                    if kubelet_says { "matches" } else { "does not match" },
+                    if kubelet_says { "does not" } else { "matches" },
+                ));
+        }
+    }
+    eprintln!(
+        "matching differential (seed {seed}): {} valid + {} invalid patterns, {pairs} pairs compared ({matching} match in kubelet), {skipped_images} unparsable images skipped; {} pattern and {} match disagreements",
+        patterns.len(),
+        invalid.len(),
+        pattern_found.len(),
+        match_found.len()
+    );
+    assert!(
+        pairs >= 10_000 || knob("CLUSTER_MATCH_IMAGES", 400) < 100,
+        "only {pairs} pairs"
+    );
+    assert!(matching > 0, "no pair matches: the corpus is useless");
+    let pattern_result = std::panic::catch_unwind(|| assert_disagreements("pattern", &pattern_found, false));
+    assert_disagreements("match", &match_found, false);
+    if let Err(e) = pattern_result {
+        std::panic::resume_unwind(e);
+    }
+}

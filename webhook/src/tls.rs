@@ -1,0 +1,474 @@
+//! The serving certificate: loaded from PEM files, handed to rustls through a
+//! [`ResolvesServerCert`] over an [`ArcSwap`], and reloaded by polling the files'
+//! contents. Reading through the paths on every poll sees a Kubernetes Secret volume's
+//! `..data` symlink swap, which a watch on the file itself can miss; a pair that does not
+//! load keeps the last good one in service.
+
+use std::fmt;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme};
+use thiserror::Error;
+
+use crate::metrics::Metrics;
+
+/// ALPN protocols offered, in preference order; kube-apiserver asks for HTTP/2.
+pub const ALPN_PROTOCOLS: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
+/// Why a certificate, key or CA file could not be used.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    #[error("{flag} {}: cannot read: {source}", path.display())]
+    Read {
+        flag: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{flag} {}: {reason}", path.display())]
+    Invalid {
+        flag: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("--tls-key-file {} does not fit --tls-cert-file {}: {reason}", key.display(), cert.display())]
+    Mismatch {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: String,
+    },
+    #[error("cannot build the TLS configuration: {0}")]
+    Config(String),
+}
+
+/// Where the serving certificate and key are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// What we report about a loaded serving certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertInfo {
+    /// The leaf's serial number, hex with `:` separators.
+    pub serial: String,
+    /// The leaf's notAfter, in Unix seconds.
+    pub not_after: i64,
+    /// Certificates in the chain, leaf included.
+    pub chain_len: usize,
+}
+
+/// The crypto provider the server uses; the same one whatever the process default is.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Parses a PEM chain and key into a [`CertifiedKey`], checking that the key is the
+/// leaf's.
+pub fn certified_key(files: &TlsFiles, cert_pem: &[u8], key_pem: &[u8]) -> Result<(CertifiedKey, CertInfo), TlsError> {
+    let chain = read_certs("--tls-cert-file", &files.cert, cert_pem)?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::Invalid {
+        flag: "--tls-key-file",
+        path: files.key.clone(),
+        reason: format!("no usable PEM private key: {e}"),
+    })?;
+    let info = cert_info(&files.cert, &chain)?;
+    let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|e| TlsError::Mismatch {
+        cert: files.cert.clone(),
+        key: files.key.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok((certified, info))
+}
+
+fn read_certs(flag: &'static str, path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let invalid = |reason: String| TlsError::Invalid {
+        flag,
+        path: path.to_owned(),
+        reason,
+    };
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(format!("bad PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(invalid("no PEM CERTIFICATE block".to_owned()));
+    }
+    Ok(certs)
+}
+
+fn cert_info(path: &Path, chain: &[CertificateDer<'_>]) -> Result<CertInfo, TlsError> {
+    let leaf = chain.first().ok_or_else(|| TlsError::Invalid {
+        flag: "--tls-cert-file",
+        path: path.to_owned(),
+        reason: "no certificate".to_owned(),
+    })?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(leaf).map_err(|e| TlsError::Invalid {
+        flag: "--tls-cert-file",
+        path: path.to_owned(),
+        reason: format!("the first certificate is not X.509: {e}"),
+    })?;
+    Ok(CertInfo {
+        serial: parsed.raw_serial_as_string(),
+        not_after: parsed.validity().not_after.timestamp(),
+        chain_len: chain.len(),
+    })
+}
+
+fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        flag,
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Hands rustls the current certificate; swapped atomically on reload, so a handshake
+/// sees either the old pair or the new one, never a mix.
+pub struct CertResolver {
+    current: ArcSwap<CertifiedKey>,
+}
+
+impl CertResolver {
+    /// A resolver serving `key`.
+    pub fn new(key: CertifiedKey) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(key),
+        }
+    }
+
+    /// Serves `key` from the next handshake on.
+    pub fn replace(&self, key: CertifiedKey) {
+        self.current.store(Arc::new(key));
+    }
+
+    /// The certificate being served.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.current.load_full()
+    }
+}
+
+impl fmt::Debug for CertResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertResolver")
+            .field("chain_len", &self.current.load().cert.len())
+            .finish()
+    }
+}
+
+impl ResolvesServerCert for CertResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        // One certificate whatever the SNI: the apiserver dials the Service name or a URL.
+        Some(self.current.load_full())
+    }
+}
+
+/// The rustls configuration: TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1 by ALPN, the
+/// certificate from `resolver`, and a client-certificate check when `client_ca` is set.
+pub fn server_config(
+    resolver: Arc<CertResolver>,
+    client_ca: Option<Arc<ClientCaVerifier>>,
+) -> Result<ServerConfig, TlsError> {
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let checks_clients = client_ca.is_some();
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
+    config.alpn_protocols = ALPN_PROTOCOLS.iter().map(|p| p.to_vec()).collect();
+    if checks_clients {
+        // A resumed session skips the client-certificate check: without resumption,
+        // every new connection is checked against the client CAs in force now, so a
+        // CA removed from --client-ca-file stops being accepted. The apiserver keeps
+        // its connections open, so full handshakes are rare.
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
+    }
+    Ok(config)
+}
+
+/// A verifier of client certificates against the CAs of `--client-ca-file` at `path`.
+fn webpki_client_verifier(path: &Path, pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let invalid = |reason: String| TlsError::Invalid {
+        flag: "--client-ca-file",
+        path: path.to_owned(),
+        reason,
+    };
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs("--client-ca-file", path, pem)? {
+        roots.add(cert).map_err(|e| invalid(e.to_string()))?;
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| invalid(e.to_string()))
+}
+
+/// The WebPKI client verifier for the current `--client-ca-file`, swapped on reload like
+/// the serving certificate. Client certificates are required.
+pub struct ClientCaVerifier {
+    current: ArcSwap<Arc<dyn ClientCertVerifier>>,
+}
+
+impl fmt::Debug for ClientCaVerifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientCaVerifier").finish_non_exhaustive()
+    }
+}
+
+impl ClientCaVerifier {
+    /// Reads the CA file at `path`.
+    pub fn load(path: &Path) -> Result<Self, TlsError> {
+        let pem = read_file("--client-ca-file", path)?;
+        Ok(Self {
+            current: ArcSwap::from_pointee(webpki_client_verifier(path, &pem)?),
+        })
+    }
+
+    fn verifier(&self) -> Arc<Arc<dyn ClientCertVerifier>> {
+        self.current.load_full()
+    }
+}
+
+impl ClientCertVerifier for ClientCaVerifier {
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        // The hints would borrow from a verifier a reload may drop; an empty list lets
+        // the client send the certificate it has, which is what the apiserver does.
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.verifier().verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier().verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier().verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.verifier().supported_verify_schemes()
+    }
+}
+
+/// The client CA file being watched.
+struct WatchedClientCa {
+    path: PathBuf,
+    verifier: Arc<ClientCaVerifier>,
+    last_seen: u64,
+}
+
+/// What one poll of the files did.
+#[derive(Debug)]
+pub enum Reload {
+    /// The files are as last seen.
+    Unchanged,
+    /// A new pair is being served.
+    Reloaded(CertInfo),
+    /// The files changed but do not load; the previous pair is still served.
+    Failed(TlsError),
+}
+
+/// Loads the pair at start-up and reloads it when the files' contents change.
+pub struct CertReloader {
+    files: TlsFiles,
+    resolver: Arc<CertResolver>,
+    metrics: Arc<Metrics>,
+    /// Hash of the contents last tried, good or bad: a broken pair is reported once, not
+    /// on every poll, and retried as soon as either file changes again.
+    last_seen: u64,
+    client_ca: Option<WatchedClientCa>,
+}
+
+impl fmt::Debug for CertReloader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertReloader").field("files", &self.files).finish()
+    }
+}
+
+impl CertReloader {
+    /// Loads the pair, and the client CA file if given; anything unusable at start-up is
+    /// an error.
+    pub fn load(
+        files: TlsFiles,
+        client_ca: Option<&Path>,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Self, CertInfo), TlsError> {
+        let (cert, key) = read_pair(&files)?;
+        let (certified, info) = certified_key(&files, &cert, &key)?;
+        let client_ca = match client_ca {
+            None => None,
+            Some(path) => {
+                let pem = read_file("--client-ca-file", path)?;
+                Some(WatchedClientCa {
+                    path: path.to_owned(),
+                    verifier: Arc::new(ClientCaVerifier::load(path)?),
+                    last_seen: hash_pair(&pem, &[]),
+                })
+            }
+        };
+        metrics.certificate_loaded(&info);
+        let reloader = Self {
+            resolver: Arc::new(CertResolver::new(certified)),
+            last_seen: hash_pair(&cert, &key),
+            files,
+            metrics,
+            client_ca,
+        };
+        Ok((reloader, info))
+    }
+
+    /// The client verifier to give rustls, when `--client-ca-file` is set.
+    pub fn client_verifier(&self) -> Option<Arc<ClientCaVerifier>> {
+        self.client_ca.as_ref().map(|ca| ca.verifier.clone())
+    }
+
+    /// Reads the client CA file once and swaps in the new CAs if it changed and loads;
+    /// `Ok(true)` when it did.
+    pub fn poll_client_ca(&mut self) -> Result<bool, TlsError> {
+        let Some(ca) = &mut self.client_ca else {
+            return Ok(false);
+        };
+        let pem = read_file("--client-ca-file", &ca.path)?;
+        let hash = hash_pair(&pem, &[]);
+        if hash == ca.last_seen {
+            return Ok(false);
+        }
+        ca.last_seen = hash;
+        let verifier = webpki_client_verifier(&ca.path, &pem)?;
+        ca.verifier.current.store(Arc::new(verifier));
+        Ok(true)
+    }
+
+    /// The resolver to give rustls.
+    pub fn resolver(&self) -> Arc<CertResolver> {
+        self.resolver.clone()
+    }
+
+    /// Reads the files once and swaps in the new pair if they changed and load.
+    pub fn poll(&mut self) -> Reload {
+        let (cert, key) = match read_pair(&self.files) {
+            Ok(pair) => pair,
+            // Mid-swap or deleted: keep serving; the next poll will see the outcome.
+            Err(error) => return Reload::Failed(error),
+        };
+        let hash = hash_pair(&cert, &key);
+        if hash == self.last_seen {
+            return Reload::Unchanged;
+        }
+        self.last_seen = hash;
+        match certified_key(&self.files, &cert, &key) {
+            Ok((certified, info)) => {
+                self.resolver.replace(certified);
+                self.metrics.certificate_loaded(&info);
+                self.metrics.certificate_reload(true);
+                Reload::Reloaded(info)
+            }
+            Err(error) => {
+                self.metrics.certificate_reload(false);
+                Reload::Failed(error)
+            }
+        }
+    }
+
+    /// Polls every `interval`, logging what changed, until the task is dropped.
+    pub async fn run(mut self, interval: Duration) {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await; // the first tick is immediate, and the pair was just loaded
+        let (mut unreadable, mut ca_unreadable) = (false, false);
+        loop {
+            ticks.tick().await;
+            match self.poll() {
+                Reload::Unchanged => unreadable = false,
+                Reload::Reloaded(info) => {
+                    unreadable = false;
+                    tracing::info!(
+                        serial = %info.serial,
+                        not_after = info.not_after,
+                        chain = info.chain_len,
+                        "serving certificate reloaded"
+                    );
+                }
+                Reload::Failed(error @ TlsError::Read { .. }) => {
+                    // A read error repeats on every poll: say it once until it clears.
+                    if !unreadable {
+                        tracing::warn!("keeping the current serving certificate: {error}");
+                    }
+                    unreadable = true;
+                }
+                Reload::Failed(error) => {
+                    unreadable = false;
+                    tracing::warn!("keeping the current serving certificate: {error}");
+                }
+            }
+            match self.poll_client_ca() {
+                Ok(false) => ca_unreadable = false,
+                Ok(true) => {
+                    ca_unreadable = false;
+                    tracing::info!("client CA certificates reloaded");
+                }
+                Err(error @ TlsError::Read { .. }) => {
+                    if !ca_unreadable {
+                        tracing::warn!("keeping the current client CA certificates: {error}");
+                    }
+                    ca_unreadable = true;
+                }
+                Err(error) => {
+                    ca_unreadable = false;
+                    tracing::warn!("keeping the current client CA certificates: {error}");
+                }
+            }
+        }
+    }
+}
+
+fn read_pair(files: &TlsFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+    Ok((
+        read_file("--tls-cert-file", &files.cert)?,
+        read_file("--tls-key-file", &files.key)?,
+    ))
+}
+
+fn hash_pair(cert: &[u8], key: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    cert.hash(&mut hasher);
+    key.hash(&mut hasher);
+    hasher.finish()
+}

@@ -1,0 +1,320 @@
+//! Test-side TLS: a CA that issues certificates (rcgen), a client that speaks HTTP/1.1
+//! or HTTP/2 over rustls and reports what was negotiated, an in-process server, and a
+//! bare plain-HTTP GET for the admin endpoints.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use pv_topology_webhook::review::Reviewer;
+use pv_topology_webhook::server::{AppState, ServeConfig, Server};
+use pv_topology_webhook::tls::TlsFiles;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore, SupportedProtocolVersion};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+pub fn install_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A test CA.
+pub struct TestCa {
+    pub pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+/// A certificate and its key, PEM.
+#[derive(Clone)]
+pub struct Issued {
+    /// Leaf first, then any intermediates.
+    pub chain_pem: String,
+    pub key_pem: String,
+    /// Serial as x509-parser prints it.
+    pub serial: String,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> Self {
+        Self::with_params(name, None)
+    }
+
+    fn with_params(name: &str, parent: Option<&TestCa>) -> Self {
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let key = KeyPair::generate().unwrap();
+        let cert = match parent {
+            None => params.self_signed(&key).unwrap(),
+            Some(parent) => params.signed_by(&key, &parent.issuer).unwrap(),
+        };
+        Self {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// An intermediate CA signed by this one.
+    pub fn intermediate(&self, name: &str) -> Self {
+        Self::with_params(name, Some(self))
+    }
+
+    /// A serving certificate for `localhost` and 127.0.0.1.
+    pub fn server(&self) -> Issued {
+        self.issue(&["localhost", "127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth)
+    }
+
+    /// A client certificate.
+    pub fn client(&self, name: &str) -> Issued {
+        self.issue(&[name], ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    fn issue(&self, names: &[&str], usage: ExtendedKeyUsagePurpose) -> Issued {
+        let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, names[0]);
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        Issued {
+            chain_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            serial: serial_of(cert.der()),
+        }
+    }
+}
+
+impl Issued {
+    /// The same pair with `intermediate`'s certificate appended to the chain.
+    pub fn with_chain(mut self, intermediate: &TestCa) -> Self {
+        self.chain_pem.push_str(&intermediate.pem);
+        self
+    }
+}
+
+pub fn serial_of(der: &[u8]) -> String {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).unwrap();
+    cert.raw_serial_as_string()
+}
+
+/// Writes the pair as `dir/tls.crt` and `dir/tls.key`.
+pub fn write_pair(dir: &Path, issued: &Issued) -> TlsFiles {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("tls.crt"), &issued.chain_pem).unwrap();
+    std::fs::write(dir.join("tls.key"), &issued.key_pem).unwrap();
+    TlsFiles {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+    }
+}
+
+/// A client trusting `ca_pem`, limited to `versions`, offering `alpn`, with an optional
+/// client certificate.
+pub fn client_config(
+    ca_pem: &str,
+    versions: &[&'static SupportedProtocolVersion],
+    alpn: &[&[u8]],
+    client_cert: Option<&Issued>,
+) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut config = match client_cert {
+        None => builder.with_no_client_auth(),
+        Some(issued) => {
+            let chain = CertificateDer::pem_slice_iter(issued.chain_pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            let key = PrivateKeyDer::from_pem_slice(issued.key_pem.as_bytes()).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+pub fn default_client(ca_pem: &str) -> Arc<ClientConfig> {
+    client_config(
+        ca_pem,
+        &[&rustls::version::TLS13, &rustls::version::TLS12],
+        &[b"h2", b"http/1.1"],
+        None,
+    )
+}
+
+/// What a TLS connection negotiated.
+#[derive(Debug, Clone)]
+pub struct Negotiated {
+    pub version: rustls::ProtocolVersion,
+    pub alpn: Option<Vec<u8>>,
+    pub serial: String,
+}
+
+/// One HTTP connection over TLS, HTTP/2 when ALPN chose it.
+pub enum Conn {
+    H1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
+    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Connects to `addr` as `localhost`.
+pub async fn connect(addr: SocketAddr, config: Arc<ClientConfig>) -> Result<(Conn, Negotiated), BoxError> {
+    let tcp = TcpStream::connect(addr).await?;
+    let tls = TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await?;
+    let (_, session) = tls.get_ref();
+    let negotiated = Negotiated {
+        version: session.protocol_version().unwrap(),
+        alpn: session.alpn_protocol().map(<[u8]>::to_vec),
+        serial: serial_of(&session.peer_certificates().unwrap()[0]),
+    };
+    let io = TokioIo::new(tls);
+    let conn = if negotiated.alpn.as_deref() == Some(b"h2") {
+        let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await?;
+        tokio::spawn(conn);
+        Conn::H2(send)
+    } else {
+        let (send, conn) = hyper::client::conn::http1::handshake(io).await?;
+        tokio::spawn(conn);
+        Conn::H1(send)
+    };
+    Ok((conn, negotiated))
+}
+
+impl Conn {
+    /// POSTs `body` to `/mutate`; returns the status and the body.
+    pub async fn post(&mut self, body: &[u8]) -> Result<(u16, Vec<u8>), BoxError> {
+        let request = hyper::Request::post("https://localhost/mutate")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::copy_from_slice(body)))?;
+        let response = match self {
+            Conn::H1(send) => {
+                send.ready().await?;
+                send.send_request(request).await?
+            }
+            Conn::H2(send) => {
+                send.ready().await?;
+                send.send_request(request).await?
+            }
+        };
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes().to_vec();
+        Ok((status, body))
+    }
+}
+
+/// Connects, POSTs once, returns the status, body and what was negotiated.
+pub async fn post_once(
+    addr: SocketAddr,
+    config: Arc<ClientConfig>,
+    body: &[u8],
+) -> Result<(u16, Vec<u8>, Negotiated), BoxError> {
+    let (mut conn, negotiated) = connect(addr, config).await?;
+    let (status, body) = conn.post(body).await?;
+    Ok((status, body, negotiated))
+}
+
+/// `GET path` over plain HTTP/1.0; returns the status code.
+pub async fn get_status(addr: SocketAddr, path: &str) -> Result<u16, BoxError> {
+    let mut tcp = TcpStream::connect(addr).await?;
+    tcp.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await?;
+    let mut out = Vec::new();
+    tcp.read_to_end(&mut out).await?;
+    let text = String::from_utf8_lossy(&out);
+    let code = text.split(' ').nth(1).ok_or("no status line")?.parse()?;
+    Ok(code)
+}
+
+/// Server settings for tests: loopback, ephemeral ports, fast reload, short delays.
+pub fn test_config(files: TlsFiles) -> ServeConfig {
+    ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        tls: files,
+        client_ca: None,
+        reload_interval: Duration::from_millis(50),
+        shutdown_delay: Duration::from_millis(0),
+        drain_timeout: Duration::from_secs(10),
+    }
+}
+
+/// A running in-process server.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
+    pub state: AppState,
+    pub stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub task: tokio::task::JoinHandle<Result<(), pv_topology_webhook::server::ServeError>>,
+}
+
+impl Running {
+    pub async fn start(config: ServeConfig, reviewer: Reviewer) -> Self {
+        install_provider();
+        let state = AppState::new(reviewer);
+        let server = Server::bind(config, state.clone()).await.unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let addr = server.local_addr();
+        let metrics_addr = server.metrics_addr();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            metrics_addr,
+            state,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Triggers the shutdown sequence.
+    pub fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Shuts down and waits for the server to return.
+    pub async fn stop(mut self) {
+        self.shutdown();
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("server did not stop")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+pub fn temp_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+/// Waits until `check` holds, for at most 10 s (tests run on busy 2-core machines).
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

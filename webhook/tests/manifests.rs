@@ -1,0 +1,316 @@
+//! The Kubernetes manifests under manifests/webhook/: every YAML document parses, the
+//! fields that matter for availability and security are set, and the Deployment's
+//! arguments are ones the binary accepts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Parser as _;
+use pv_topology_webhook::cli::{Cli, Command};
+use serde::Deserialize as _;
+use serde_json::Value;
+
+fn manifests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/webhook")
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            yaml_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+    out.sort();
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Every object of the base, by `Kind/name`.
+fn base() -> BTreeMap<String, Value> {
+    let mut objects = BTreeMap::new();
+    let mut files = Vec::new();
+    yaml_files(&manifests_dir().join("base"), &mut files);
+    for file in files {
+        for doc in documents(&file) {
+            if doc["kind"] == "Kustomization" {
+                continue;
+            }
+            let key = format!(
+                "{}/{}",
+                doc["kind"].as_str().unwrap(),
+                doc["metadata"]["name"].as_str().unwrap()
+            );
+            assert!(objects.insert(key.clone(), doc).is_none(), "{key} twice");
+        }
+    }
+    objects
+}
+
+#[test]
+fn every_yaml_file_parses_and_every_kustomization_lists_existing_files() {
+    let mut files = Vec::new();
+    yaml_files(&manifests_dir(), &mut files);
+    assert!(files.len() >= 10, "{files:?}");
+    for file in &files {
+        for doc in documents(file) {
+            assert!(
+                doc["apiVersion"].is_string() && doc["kind"].is_string(),
+                "{}",
+                file.display()
+            );
+            if doc["kind"] == "Kustomization" {
+                let dir = file.parent().unwrap();
+                for resource in doc["resources"].as_array().unwrap() {
+                    let path = dir.join(resource.as_str().unwrap());
+                    assert!(path.exists(), "{}: {} is missing", file.display(), path.display());
+                }
+            }
+        }
+    }
+    let listed: Vec<String> = documents(&manifests_dir().join("base/kustomization.yaml"))[0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect();
+    for file in std::fs::read_dir(manifests_dir().join("base")).unwrap() {
+        let name = file.unwrap().file_name().into_string().unwrap();
+        assert!(
+            name == "kustomization.yaml" || listed.contains(&name),
+            "{name} is not in base/kustomization.yaml"
+        );
+    }
+}
+
+#[test]
+fn the_deployment_is_highly_available_and_locked_down() {
+    let objects = base();
+    let deployment = &objects["Deployment/pv-topology-webhook"];
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 3);
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    let pod = &spec["template"]["spec"];
+    assert!(pod["priorityClassName"].is_string());
+    assert!(objects.contains_key(&format!("PriorityClass/{}", pod["priorityClassName"].as_str().unwrap())));
+    assert!(pod["affinity"]["podAntiAffinity"].is_object());
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    let container = &pod["containers"][0];
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "metrics", "{probe}");
+    }
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+
+    // The arguments parse, and the grace period covers preStop + delay + drain.
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let cli = Cli::try_parse_from(std::iter::once("pv-topology-webhook").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("Deployment args: {e}"));
+    let Command::Serve(serve) = cli.command else {
+        panic!("the container does not run serve");
+    };
+    let pre_stop: Vec<&str> = container["lifecycle"]["preStop"]["exec"]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(pre_stop[0], "/pv-topology-webhook");
+    let cli = Cli::try_parse_from(&pre_stop).unwrap();
+    let Command::Sleep(sleep) = cli.command else {
+        panic!("preStop does not sleep");
+    };
+    let needed = sleep.duration + serve.server.shutdown_delay + serve.server.drain_timeout;
+    let grace = Duration::from_secs(pod["terminationGracePeriodSeconds"].as_u64().unwrap());
+    assert!(grace > needed, "terminationGracePeriodSeconds {grace:?} <= {needed:?}");
+    assert!(
+        serve.topology.lookup_timeout < Duration::from_secs(5),
+        "below timeoutSeconds"
+    );
+
+    // Ports and mounts agree with the arguments.
+    let port = |name: &str| {
+        container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["containerPort"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(port("https"), u64::from(serve.server.listen.port()));
+    assert_eq!(port("metrics"), u64::from(serve.server.metrics_listen.port()));
+    let mounts: Vec<&str> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    assert!(serve.tls.tls_cert_file.starts_with(mounts[0]), "{mounts:?}");
+    assert!(
+        serve
+            .topology
+            .rules
+            .iter()
+            .all(|r| mounts.contains(&r.to_str().unwrap()))
+    );
+    let tls_volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tls")
+        .unwrap();
+    assert_eq!(
+        objects["Certificate/pv-topology-webhook-serving"]["spec"]["secretName"],
+        tls_volume["secret"]["secretName"]
+    );
+
+    let pdb = &objects["PodDisruptionBudget/pv-topology-webhook"];
+    assert_eq!(pdb["spec"]["minAvailable"], 2);
+    assert_eq!(pdb["spec"]["selector"], spec["selector"]);
+}
+
+#[test]
+fn the_webhook_configuration_is_scoped_and_bounded() {
+    let objects = base();
+    let config = &objects["MutatingWebhookConfiguration/pv-topology-webhook"];
+    let webhook = &config["webhooks"][0];
+    assert_eq!(webhook["admissionReviewVersions"], serde_json::json!(["v1"]));
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["timeoutSeconds"], 5);
+    assert!(["Fail", "Ignore"].contains(&webhook["failurePolicy"].as_str().unwrap()));
+    let rule = &webhook["rules"][0];
+    assert_eq!(rule["operations"], serde_json::json!(["CREATE"]));
+    assert_eq!(rule["resources"], serde_json::json!(["persistentvolumes"]));
+    let expression = webhook["matchConditions"][0]["expression"].as_str().unwrap();
+    for source in [
+        "csi",
+        "awsElasticBlockStore",
+        "gcePersistentDisk",
+        "azureDisk",
+        "cinder",
+        "vsphereVolume",
+    ] {
+        assert!(
+            expression.contains(&format!("has(object.spec.{source})")),
+            "{expression}"
+        );
+    }
+    assert!(!expression.contains("nfs"));
+    let opt_out = &webhook["objectSelector"]["matchExpressions"][0];
+    assert_eq!(opt_out["key"], "pv-topology-webhook.io/skip");
+    assert_eq!(opt_out["operator"], "NotIn");
+    assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate");
+    let service = &webhook["clientConfig"]["service"];
+    let svc = &objects[&format!("Service/{}", service["name"].as_str().unwrap())];
+    assert_eq!(svc["metadata"]["namespace"], service["namespace"]);
+    assert_eq!(svc["spec"]["ports"][0]["port"], service["port"]);
+    // cert-manager injects the CA of the serving Certificate, whose names are the Service's.
+    let inject = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        .as_str()
+        .unwrap();
+    let certificate = &objects["Certificate/pv-topology-webhook-serving"];
+    assert_eq!(
+        inject,
+        format!(
+            "{}/pv-topology-webhook-serving",
+            certificate["metadata"]["namespace"].as_str().unwrap()
+        )
+    );
+    let names = pv_topology_webhook::certs::service_names(
+        service["name"].as_str().unwrap(),
+        service["namespace"].as_str().unwrap(),
+    );
+    assert_eq!(certificate["spec"]["dnsNames"], serde_json::json!(names));
+}
+
+#[test]
+fn the_example_rules_load() {
+    let objects = base();
+    let text = objects["ConfigMap/pv-topology-webhook-rules"]["data"]["rules.yaml"]
+        .as_str()
+        .unwrap();
+    let rules = pv_topology_webhook::rules::Rules::parse(Path::new("configmap rules.yaml"), text).unwrap();
+    assert!(!rules.rules().is_empty());
+}
+
+#[test]
+fn the_single_replica_overlay_patches_what_it_should() {
+    let overlay = documents(&manifests_dir().join("overlays/single-replica/kustomization.yaml"));
+    let patches = overlay[0]["patches"].as_array().unwrap();
+    let by_kind = |kind: &str| -> Vec<Value> {
+        let patch = patches.iter().find(|p| p["target"]["kind"] == kind).unwrap();
+        serde_yaml_ng::from_str(patch["patch"].as_str().unwrap()).unwrap()
+    };
+    // Apply the JSON patches to the base objects, as kustomize would.
+    let objects = base();
+    let apply = |key: &str, kind: &str| {
+        let mut object = objects[key].clone();
+        let patch: json_patch::Patch = serde_json::from_value(Value::Array(by_kind(kind))).unwrap();
+        json_patch::patch(&mut object, &patch).unwrap();
+        object
+    };
+    assert_eq!(
+        apply("Deployment/pv-topology-webhook", "Deployment")["spec"]["replicas"],
+        1
+    );
+    let pdb = apply("PodDisruptionBudget/pv-topology-webhook", "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert!(pdb["spec"].get("minAvailable").is_none());
+    let config = apply(
+        "MutatingWebhookConfiguration/pv-topology-webhook",
+        "MutatingWebhookConfiguration",
+    );
+    assert_eq!(config["webhooks"][0]["failurePolicy"], "Ignore");
+}
+
+/// With kubectl at hand, the real kustomize renders both variants; without it, the
+/// checks above stand alone.
+#[test]
+fn kustomize_renders_when_kubectl_is_available() {
+    for dir in ["", "overlays/single-replica"] {
+        let output = match std::process::Command::new("kubectl")
+            .args(["kustomize"])
+            .arg(manifests_dir().join(dir))
+            .output()
+        {
+            Ok(output) => output,
+            Err(_) => {
+                eprintln!("kubectl not found: kustomize rendering not checked");
+                return;
+            }
+        };
+        assert!(
+            output.status.success(),
+            "{dir}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8(output.stdout).unwrap();
+        let kinds: Vec<String> = serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|d| Value::deserialize(d).unwrap()["kind"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(kinds.len(), base().len(), "{dir}: {kinds:?}");
+    }
+}
