@@ -185,6 +185,32 @@ pub struct TopologyArgs {
         value_parser = parse_duration
     )]
     pub lookup_timeout: Duration,
+    /// Look up EBS volumes (in-tree awsElasticBlockStore IDs without a zone, and
+    /// ebs.csi.aws.com handles) with EC2 DescribeVolumes. Credentials come from the
+    /// standard AWS chain (IRSA, Pod Identity, instance role, environment).
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_AWS_EBS_LOOKUP")]
+    pub aws_ebs_lookup: bool,
+    /// The cluster's AWS region, for --aws-ebs-lookup (default: $AWS_REGION, then
+    /// $AWS_DEFAULT_REGION).
+    #[arg(long, value_name = "REGION", env = "PV_TOPOLOGY_WEBHOOK_AWS_REGION")]
+    pub aws_region: Option<String>,
+    /// Most volumes whose looked-up topology is kept (a volume never changes zone).
+    #[arg(
+        long,
+        value_name = "COUNT",
+        env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_CACHE_SIZE",
+        default_value = "10000"
+    )]
+    pub lookup_cache_size: std::num::NonZeroUsize,
+    /// How long a looked-up topology is kept.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_CACHE_TTL",
+        default_value = "12h",
+        value_parser = parse_duration
+    )]
+    pub lookup_cache_ttl: Duration,
 }
 
 /// How to answer.

@@ -15,6 +15,7 @@ pub mod builtin;
 pub mod certs;
 pub mod cli;
 pub mod decision;
+pub mod ebs;
 pub mod lookup;
 pub mod metrics;
 pub mod resolve;
@@ -31,6 +32,8 @@ use thiserror::Error;
 
 use crate::certs::CertsError;
 use crate::cli::{Cli, Command, DecisionArgs, ServeArgs, TopologyArgs};
+use crate::lookup::CachedLookup;
+use crate::metrics::Metrics;
 use crate::resolve::Resolver;
 use crate::review::{MAX_REVIEW_BYTES, ReviewError, Reviewer};
 use crate::rules::{Rules, RulesError};
@@ -55,13 +58,36 @@ pub enum Error {
     Certs(#[from] CertsError),
     #[error("{0} received during shutdown: stopped without draining")]
     Interrupted(&'static str),
+    #[error(transparent)]
+    Ebs(#[from] ebs::EbsSetupError),
+    #[error("--aws-ebs-lookup needs a region: set --aws-region (or AWS_REGION)")]
+    NoRegion,
 }
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file is
 /// refused here, at start-up.
-pub fn reviewer(topology: &TopologyArgs, decision: &DecisionArgs) -> Result<Reviewer, Error> {
+pub fn reviewer(
+    topology: &TopologyArgs,
+    decision: &DecisionArgs,
+    metrics: Option<&Metrics>,
+) -> Result<Reviewer, Error> {
     let rules = Rules::load(&topology.rules)?;
-    let resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
+    let mut resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
+    if topology.aws_ebs_lookup {
+        let region = topology
+            .aws_region
+            .clone()
+            .or_else(|| std::env::var("AWS_REGION").ok())
+            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+            .filter(|r| !r.is_empty())
+            .ok_or(Error::NoRegion)?;
+        let ebs = ebs::EbsLookup::new(region, topology.lookup_timeout)?;
+        let mut cached = CachedLookup::new(ebs, topology.lookup_cache_size, topology.lookup_cache_ttl);
+        if let Some(metrics) = metrics {
+            cached = cached.with_counters(metrics.cache_counters("aws-ebs"));
+        }
+        resolver = resolver.with_lookup(std::sync::Arc::new(cached));
+    }
     Ok(Reviewer::new(resolver, decision.config()))
 }
 
@@ -85,7 +111,8 @@ pub fn serve_config(args: &ServeArgs) -> ServeConfig {
 pub async fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Serve(args) => {
-            let state = AppState::new(reviewer(&args.topology, &args.decision)?);
+            let metrics = std::sync::Arc::new(Metrics::new());
+            let state = AppState::with_metrics(reviewer(&args.topology, &args.decision, Some(&metrics))?, metrics);
             // Signal handlers first: a SIGTERM during start-up must not kill the process.
             let mut signals = server::Signals::install()?;
             let server = Server::bind(serve_config(&args), state).await?;
@@ -119,7 +146,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             Ok(())
         }
         Command::Review(args) => {
-            let reviewer = reviewer(&args.topology, &args.decision)?;
+            let reviewer = reviewer(&args.topology, &args.decision, None)?;
             let mut body = Vec::new();
             // One byte more than allowed tells "too large" from "exactly the limit".
             std::io::stdin()

@@ -199,7 +199,12 @@ impl Resolver {
             return found(volume, topology, TopologySource::Builtin, None, vec![note]);
         }
         if self.recognizes(volume) {
-            Resolution::NotConfigured { flag: "--rules" }
+            let flag = if crate::ebs::volume_id(volume).is_some() {
+                "--aws-ebs-lookup (or --rules)"
+            } else {
+                "--rules"
+            };
+            Resolution::NotConfigured { flag }
         } else {
             Resolution::Unrecognized
         }

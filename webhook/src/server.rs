@@ -91,9 +91,14 @@ pub struct AppState {
 impl AppState {
     /// State for `reviewer`, with fresh metrics and a not-yet-ready health.
     pub fn new(reviewer: Reviewer) -> Self {
+        Self::with_metrics(reviewer, Arc::new(Metrics::new()))
+    }
+
+    /// State for `reviewer` reporting to `metrics` (which its lookups may share).
+    pub fn with_metrics(reviewer: Reviewer, metrics: Arc<Metrics>) -> Self {
         Self {
             reviewer: Arc::new(reviewer),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             health: Arc::new(Health::default()),
         }
     }

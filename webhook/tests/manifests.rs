@@ -290,7 +290,7 @@ fn the_single_replica_overlay_patches_what_it_should() {
 /// checks above stand alone.
 #[test]
 fn kustomize_renders_when_kubectl_is_available() {
-    for dir in ["", "overlays/single-replica"] {
+    for dir in ["", "overlays/single-replica", "overlays/aws"] {
         let output = match std::process::Command::new("kubectl")
             .args(["kustomize"])
             .arg(manifests_dir().join(dir))

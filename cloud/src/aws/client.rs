@@ -247,12 +247,15 @@ impl AwsClient {
         credentials: &AwsCredentials,
         deadline: Instant,
     ) -> Result<String, AwsError> {
-        let mut form = url::form_urlencoded::Serializer::new(String::new());
-        form.append_pair("Action", action).append_pair("Version", version);
-        for (name, value) in params {
-            form.append_pair(name, value);
-        }
-        let body = form.finish().into_bytes();
+        // The serializer is not Send: it must be gone before the first await.
+        let body = {
+            let mut form = url::form_urlencoded::Serializer::new(String::new());
+            form.append_pair("Action", action).append_pair("Version", version);
+            for (name, value) in params {
+                form.append_pair(name, value);
+            }
+            form.finish().into_bytes()
+        };
         let answer = self
             .call(service, action, Protocol::Query, body, credentials, deadline)
             .await?;

@@ -1,0 +1,173 @@
+//! EBS volumes' topology from EC2 `DescribeVolumes`: in-tree
+//! `awsElasticBlockStore` volume IDs without a zone (`aws:///vol-…`,
+//! `vol-…`) and `ebs.csi.aws.com` handles. Concurrent reviews of one volume
+//! share one call; results are cached by [`CachedLookup`](crate::lookup::CachedLookup).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use cloud_access::aws::{AwsClient, AwsCredentials, AwsError, CredentialsChain, EndpointOptions, ec2};
+use tokio::sync::OnceCell;
+
+use crate::builtin::aws_region_of_zone;
+use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
+use crate::source::{InTree, VolumeIdentity, VolumeKind};
+use crate::topology::Topology;
+
+pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
+/// The flag that enables this lookup, for "not configured" warnings.
+pub const FLAG: &str = "--aws-ebs-lookup";
+
+type Shared = Arc<OnceCell<Result<Topology, LookupError>>>;
+
+/// Where the lookup's AWS credentials come from.
+enum Credentials {
+    Chain(CredentialsChain),
+    Fixed(AwsCredentials),
+}
+
+pub struct EbsLookup {
+    client: AwsClient,
+    credentials: Credentials,
+    deadline: Duration,
+    /// Calls under way, by volume ID: a second review of the same volume
+    /// waits for the first one's answer instead of calling again.
+    in_flight: Mutex<HashMap<String, Shared>>,
+}
+
+impl std::fmt::Debug for EbsLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EbsLookup")
+            .field("region", &self.client.region())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("--aws-ebs-lookup: {0}")]
+pub struct EbsSetupError(#[from] cloud_access::HttpClientError);
+
+impl EbsLookup {
+    /// A lookup in `region`, with the standard credential chain and the
+    /// `AWS_ENDPOINT_URL*` variables; each call must end within `deadline`.
+    pub fn new(region: String, deadline: Duration) -> Result<Self, EbsSetupError> {
+        let user_agent = concat!("pv-topology-webhook/", env!("CARGO_PKG_VERSION"));
+        let http = cloud_access::http_client(user_agent, deadline)?;
+        let endpoints = EndpointOptions::from_env();
+        Ok(Self {
+            credentials: Credentials::Chain(CredentialsChain::new(http.clone(), region.clone(), endpoints.clone())),
+            client: AwsClient::new(http, region, endpoints),
+            deadline,
+            in_flight: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A lookup through `client` with fixed credentials (tests, tools).
+    pub fn with_credentials(client: AwsClient, credentials: AwsCredentials, deadline: Duration) -> Self {
+        Self {
+            client,
+            credentials: Credentials::Fixed(credentials),
+            deadline,
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn describe(&self, volume_id: &str) -> Result<Topology, LookupError> {
+        let deadline = Instant::now() + self.deadline;
+        let credentials = match &self.credentials {
+            Credentials::Chain(chain) => chain
+                .credentials()
+                .await
+                .map_err(|e| LookupError::Failed(e.to_string()))?,
+            Credentials::Fixed(credentials) => credentials.clone(),
+        };
+        let volumes = ec2::describe_volumes(&self.client, &[volume_id], &credentials, deadline)
+            .await
+            .map_err(|e| match e.code() {
+                Some("InvalidVolume.NotFound") | Some("InvalidVolumeID.Malformed") => LookupError::Failed(format!(
+                    "{e} (is the volume in region {}? set --aws-region)",
+                    self.client.region()
+                )),
+                _ => failed(e),
+            })?;
+        let volume = volumes
+            .into_iter()
+            .find(|v| v.id == volume_id)
+            .ok_or(LookupError::NotFound)?;
+        let zone = volume.availability_zone;
+        let region = aws_region_of_zone(&zone)
+            .map(str::to_owned)
+            .ok_or_else(|| LookupError::Invalid(format!("zone {zone:?} names no region")))?;
+        Topology::new([zone], Some(region)).map_err(|e| LookupError::Invalid(e.to_string()))
+    }
+}
+
+fn failed(error: AwsError) -> LookupError {
+    LookupError::Failed(error.to_string())
+}
+
+/// The EBS volume ID in an in-tree volume ID or a CSI handle, when the
+/// zone is not in it already (the built-in parser handles `aws://ZONE/vol-…`).
+pub fn volume_id(volume: &VolumeIdentity) -> Option<&str> {
+    let id = match &volume.kind {
+        VolumeKind::Csi { driver } if driver == EBS_CSI_DRIVER => volume.handle.as_str(),
+        VolumeKind::InTree(InTree::AwsElasticBlockStore) => {
+            let handle = volume.handle.as_str();
+            match handle.strip_prefix("aws://") {
+                Some(rest) => rest.strip_prefix('/')?,
+                None => handle,
+            }
+        }
+        _ => return None,
+    };
+    (id.starts_with("vol-") && id.len() > 4 && id[4..].bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
+}
+
+impl TopologyLookup for EbsLookup {
+    fn name(&self) -> &str {
+        "aws-ebs"
+    }
+
+    fn handles(&self, volume: &VolumeIdentity) -> bool {
+        volume_id(volume).is_some()
+    }
+
+    fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
+        Box::pin(async move {
+            let id = volume_id(volume).ok_or(LookupError::NotFound)?;
+            let cell = {
+                let mut in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+                in_flight.entry(id.to_owned()).or_default().clone()
+            };
+            let answer = cell.get_or_init(|| self.describe(id)).await.clone();
+            // The first to finish clears the entry; the cache answers from now on.
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+            if in_flight.get(id).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                in_flight.remove(id);
+            }
+            answer
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_ids_from_every_form() {
+        let in_tree = |h: &str| VolumeIdentity::in_tree(InTree::AwsElasticBlockStore, h);
+        assert_eq!(volume_id(&in_tree("aws:///vol-0123abcd")), Some("vol-0123abcd"));
+        assert_eq!(volume_id(&in_tree("vol-0123abcd")), Some("vol-0123abcd"));
+        assert_eq!(
+            volume_id(&VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0a1b2c")),
+            Some("vol-0a1b2c")
+        );
+        // The zone is in the ID already: the built-in parser answers.
+        assert_eq!(volume_id(&in_tree("aws://us-east-1a/vol-0123")), None);
+        assert_eq!(volume_id(&VolumeIdentity::csi(EBS_CSI_DRIVER, "snap-01")), None);
+        assert_eq!(volume_id(&VolumeIdentity::csi("pd.csi.storage.gke.io", "vol-01")), None);
+        assert_eq!(volume_id(&in_tree("vol-")), None);
+    }
+}

@@ -1,0 +1,247 @@
+//! EBS topology from EC2 DescribeVolumes: the `review` binary with
+//! `--aws-ebs-lookup` against moto's server (PyPI `moto[server]`, volumes
+//! created through its EC2 API), and the lookup itself against a fake EC2
+//! endpoint (written from the EC2 API reference) that counts calls.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cloud_access::aws::endpoints::{EC2, EndpointOptions};
+use cloud_access::aws::{AwsClient, AwsCredentials};
+use cluster_harness::Moto;
+use common::{Answer, create_review, csi, pv};
+use pv_topology_webhook::ebs::{EBS_CSI_DRIVER, EbsLookup};
+use pv_topology_webhook::lookup::TopologyLookup;
+use pv_topology_webhook::source::{InTree, VolumeIdentity};
+use serde_json::{Value, json};
+
+fn credentials() -> AwsCredentials {
+    AwsCredentials {
+        access_key_id: "AKIDTEST".into(),
+        secret_access_key: "test-secret".into(),
+        session_token: None,
+        expires_at: None,
+        source: "test",
+    }
+}
+
+fn client(url: &str, region: &str) -> AwsClient {
+    // As in main: one crypto provider for every rustls user in the process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let options = EndpointOptions {
+        global_override: Some(url.to_owned()),
+        ..EndpointOptions::default()
+    };
+    AwsClient::new(reqwest::Client::new(), region, options)
+}
+
+/// Creates a 1 GiB volume in moto; its ID.
+async fn create_volume(moto: &Moto, region: &str, zone: &str) -> String {
+    let xml = client(&moto.url, region)
+        .query(
+            EC2,
+            "CreateVolume",
+            "2016-11-15",
+            &[("AvailabilityZone", zone), ("Size", "1")],
+            &credentials(),
+            Instant::now() + Duration::from_secs(10),
+        )
+        .await
+        .expect("CreateVolume");
+    let start = xml.find("<volumeId>").expect("volumeId") + "<volumeId>".len();
+    let end = xml[start..].find('<').unwrap() + start;
+    xml[start..end].to_owned()
+}
+
+/// `review --aws-ebs-lookup …` on `pv`, against `url`.
+fn review(url: &str, pv: Value, extra: &[&str]) -> Answer {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
+        .args(["review", "--aws-ebs-lookup", "--aws-region", "us-east-1"])
+        .args(extra)
+        .env("AWS_ENDPOINT_URL", url)
+        .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
+        .env("AWS_SECRET_ACCESS_KEY", "test-secret")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &create_review(pv)).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Answer {
+        review: serde_json::from_slice(&out.stdout).unwrap(),
+        bytes: out.stdout,
+    }
+}
+
+fn labels(answer: &Answer) -> Value {
+    let patch = answer.patch_json();
+    patch
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|op| op["path"] == "/metadata/labels")
+        .map(|op| op["value"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn ebs_volumes_get_their_zone_from_describe_volumes() {
+    let moto = Moto::start();
+    let id = create_volume(&moto, "us-east-1", "us-east-1b").await;
+
+    let answer = review(&moto.url, pv(csi(EBS_CSI_DRIVER, &id), None), &[]);
+    assert!(answer.allowed(), "{:?}", answer.response());
+    assert_eq!(answer.outcome(), "labeled");
+    assert_eq!(
+        labels(&answer),
+        json!({"topology.kubernetes.io/region": "us-east-1", "topology.kubernetes.io/zone": "us-east-1b"})
+    );
+    let affinity = answer.patch_json().to_string();
+    assert!(
+        affinity.contains("topology.ebs.csi.aws.com/zone") && affinity.contains("us-east-1b"),
+        "{affinity}"
+    );
+
+    // The in-tree form without a zone is looked up too.
+    let in_tree = json!({"awsElasticBlockStore": {"volumeID": format!("aws:///{id}"), "fsType": "ext4"}});
+    let answer = review(&moto.url, pv(in_tree, None), &[]);
+    assert_eq!(labels(&answer)["topology.kubernetes.io/zone"], "us-east-1b");
+}
+
+#[tokio::test]
+async fn unknown_volumes_and_wrong_regions_are_denied_with_the_cause() {
+    let moto = Moto::start();
+    let answer = review(&moto.url, pv(csi(EBS_CSI_DRIVER, "vol-0123456789abcdef0"), None), &[]);
+    assert!(!answer.allowed());
+    assert!(
+        answer.message().contains("vol-0123456789abcdef0"),
+        "{}",
+        answer.message()
+    );
+    assert!(
+        answer.message().contains("InvalidVolume.NotFound"),
+        "{}",
+        answer.message()
+    );
+
+    let id = create_volume(&moto, "eu-west-1", "eu-west-1a").await;
+    let answer = review(&moto.url, pv(csi(EBS_CSI_DRIVER, &id), None), &[]);
+    assert!(!answer.allowed());
+    assert!(
+        answer
+            .message()
+            .contains("is the volume in region us-east-1? set --aws-region"),
+        "{}",
+        answer.message()
+    );
+
+    // --on-lookup-error=allow admits it unchanged, with a warning.
+    let answer = review(
+        &moto.url,
+        pv(csi(EBS_CSI_DRIVER, &id), None),
+        &["--on-lookup-error", "allow"],
+    );
+    assert!(answer.allowed());
+    assert!(answer.patch().is_none());
+    assert!(
+        answer.warnings().iter().any(|w| w.contains("InvalidVolume.NotFound")),
+        "{:?}",
+        answer.warnings()
+    );
+}
+
+#[tokio::test]
+async fn without_the_flag_the_warning_names_it() {
+    let reviewer = common::plain();
+    let answer = common::review(&reviewer, &create_review(pv(csi(EBS_CSI_DRIVER, "vol-0abc"), None))).await;
+    assert!(answer.allowed());
+    assert!(
+        answer.warnings().iter().any(|w| w.contains("--aws-ebs-lookup")),
+        "{:?}",
+        answer.warnings()
+    );
+}
+
+/// A fake EC2 endpoint: DescribeVolumes answers after `delay`, counting calls.
+fn fake_ec2(delay: Duration, calls: Arc<AtomicUsize>) -> String {
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/",
+        post(move |body: String| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                assert!(body.contains("Action=DescribeVolumes"), "{body}");
+                let id = body.split("VolumeId.1=").nth(1).unwrap_or_default().split('&').next().unwrap_or_default().to_owned();
+                format!(
+                    "<DescribeVolumesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r</requestId><volumeSet><item><volumeId>{id}</volumeId><size>1</size><availabilityZone>us-west-2-lax-1a</availabilityZone><attachmentSet><item><volumeId>{id}</volumeId></item></attachmentSet></item></volumeSet></DescribeVolumesResponse>"
+                )
+            }
+        }),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(tokio::net::TcpListener::from_std(listener).unwrap(), app)
+            .await
+            .unwrap();
+    });
+    url
+}
+
+#[tokio::test]
+async fn concurrent_reviews_of_one_volume_make_one_call() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = fake_ec2(Duration::from_millis(300), calls.clone());
+    let lookup = Arc::new(EbsLookup::with_credentials(
+        client(&url, "us-west-2"),
+        credentials(),
+        Duration::from_secs(5),
+    ));
+    let volume = VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0a0a0a0a");
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let (lookup, volume) = (lookup.clone(), volume.clone());
+            tokio::spawn(async move { lookup.lookup(&volume).await })
+        })
+        .collect();
+    for task in tasks {
+        let topology = task.await.unwrap().unwrap();
+        // A Local Zone's region is its parent region.
+        assert_eq!(topology.zones(), ["us-west-2-lax-1a"]);
+        assert_eq!(topology.region(), Some("us-west-2"));
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "one DescribeVolumes for ten concurrent reviews"
+    );
+
+    // Once answered, a later review calls again (caching is CachedLookup's job).
+    let in_tree = VolumeIdentity::in_tree(InTree::AwsElasticBlockStore, "vol-0a0a0a0a");
+    lookup.lookup(&in_tree).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn lookups_stay_inside_the_deadline() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = fake_ec2(Duration::from_secs(5), calls);
+    let lookup = EbsLookup::with_credentials(client(&url, "us-west-2"), credentials(), Duration::from_millis(300));
+    let started = Instant::now();
+    let error = lookup
+        .lookup(&VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0b0b"))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(error.to_string().contains("DescribeVolumes"), "{error}");
+}
