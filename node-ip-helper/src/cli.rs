@@ -114,7 +114,8 @@ pub enum NodeNameFrom {
     Hostname,
     /// The cloud's instance ID (needs a cloud --source).
     InstanceId,
-    /// The cloud's private DNS name, as EC2's PrivateDnsName (needs --source aws).
+    /// EC2's PrivateDnsName, from DescribeInstances (needs --source aws and
+    /// ec2:DescribeInstances; right also with a custom DHCP domain).
     PrivateDns,
 }
 

@@ -41,6 +41,10 @@ pub enum Error {
     ConfigDrive(#[from] cloud_access::metadata::openstack::ConfigDriveError),
     #[error("{0}")]
     Usage(String),
+    #[error(
+        "--node-name-from private-dns: EC2 DescribeInstances of {instance}: {reason} (the node's role needs ec2:DescribeInstances)"
+    )]
+    PrivateDns { instance: String, reason: String },
     #[error("cannot load the kubeconfig{}: {reason}", .path.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
     Kubeconfig { path: Option<String>, reason: String },
     #[error("cannot read Node {name}: {reason}")]
@@ -153,6 +157,12 @@ pub async fn observe(args: &DetectArgs) -> Result<Observed, Error> {
             (provider.name().to_owned(), Some(instance))
         }
     };
+    let instance = match (instance, args.node_name_from) {
+        (Some(instance), Some(NodeNameFrom::PrivateDns)) if source == "aws" => {
+            Some(with_ec2_private_dns(instance, metadata.metadata_timeout).await?)
+        }
+        (instance, _) => instance,
+    };
     tracing::debug!(source, ?instance, "source answered");
     let kernel_hostname = match args.node_name_from {
         Some(NodeNameFrom::Hostname) => {
@@ -166,6 +176,38 @@ pub async fn observe(args: &DetectArgs) -> Result<Observed, Error> {
         instance,
         kernel_hostname,
     })
+}
+
+/// EC2's own `PrivateDnsName` for the instance: with a custom DHCP domain
+/// the host's name (and IMDS's `local-hostname`) differ from it, and the AWS
+/// cloud controller manager names nodes after it.
+async fn with_ec2_private_dns(mut instance: Instance, timeout: std::time::Duration) -> Result<Instance, Error> {
+    use cloud_access::aws::{AwsClient, CredentialsChain, EndpointOptions, ec2};
+    let id = instance.instance_id.clone().unwrap_or_default();
+    let fail = |reason: String| Error::PrivateDns {
+        instance: id.clone(),
+        reason,
+    };
+    let region = instance
+        .region
+        .clone()
+        .or_else(|| std::env::var("AWS_REGION").ok())
+        .ok_or_else(|| fail("the metadata service gave no region; set AWS_REGION".into()))?;
+    let user_agent = concat!("node-ip-helper/", env!("CARGO_PKG_VERSION"));
+    let http = cloud_access::http_client(user_agent, timeout).map_err(|e| fail(e.to_string()))?;
+    let endpoints = EndpointOptions::from_env();
+    let credentials = CredentialsChain::new(http.clone(), region.clone(), endpoints.clone())
+        .credentials()
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let client = AwsClient::new(http, region, endpoints);
+    let deadline = std::time::Instant::now() + timeout * 3;
+    let name = ec2::private_dns_name(&client, &id, &credentials, deadline)
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .ok_or_else(|| fail("the instance has no PrivateDnsName".into()))?;
+    instance.private_dns = Some(name);
+    Ok(instance)
 }
 
 fn provider_of(source: Source) -> Provider {

@@ -65,10 +65,9 @@ fn aws_takes_the_primary_eni_address_in_the_ccms_order() {
     ns.ip("addr add 10.0.2.40/24 dev ens6");
     let server = ns.fake_metadata("aws-multi-eni.json");
 
-    let json = detect(&ns, &server, "aws", &["--node-name-from", "private-dns"]).unwrap();
+    let json = detect(&ns, &server, "aws", &[]).unwrap();
     assert_eq!(ips(&json), ["10.0.1.25"]);
     assert_eq!(json["source"], "aws");
-    assert_eq!(json["hostname"], "ip-10-0-1-25.eu-west-1.compute.internal");
     assert_eq!(json["addresses"][0]["interface"], "ens5");
     assert_eq!(
         cloud(&json),
@@ -349,4 +348,107 @@ fn node_name_sources_that_the_source_lacks_are_errors() {
         "{}",
         out.stderr
     );
+}
+
+/// `--node-name-from private-dns` asks EC2 itself (DescribeInstances), as
+/// EKS does for custom DHCP domains where IMDS's `local-hostname` differs:
+/// moto's server holds the instance (PyPI `moto[server]`), the fake serves
+/// its IMDS. Both on the host's loopback; `--skip-local-check` since the
+/// instance's address is not on this host.
+#[tokio::test]
+async fn private_dns_name_comes_from_describe_instances() {
+    use cloud_access::aws::endpoints::{EC2, EndpointOptions};
+    use cloud_access::aws::{AwsClient, AwsCredentials};
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let moto = cluster_harness::Moto::start();
+    let options = EndpointOptions {
+        global_override: Some(moto.url.clone()),
+        ..EndpointOptions::default()
+    };
+    let credentials = AwsCredentials {
+        access_key_id: "AKIDTEST".into(),
+        secret_access_key: "test-secret".into(),
+        session_token: None,
+        expires_at: None,
+        source: "test",
+    };
+    let xml = AwsClient::new(reqwest::Client::new(), "us-east-1", options)
+        .query(
+            EC2,
+            "RunInstances",
+            "2016-11-15",
+            &[("ImageId", "ami-12c6146b"), ("MinCount", "1"), ("MaxCount", "1")],
+            &credentials,
+            std::time::Instant::now() + std::time::Duration::from_secs(10),
+        )
+        .await
+        .expect("RunInstances");
+    let field = |name: &str| {
+        let start = xml.find(&format!("<{name}>")).expect(name) + name.len() + 2;
+        xml[start..start + xml[start..].find('<').unwrap()].to_owned()
+    };
+    let (instance_id, private_dns) = (field("instanceId"), field("privateDnsName"));
+
+    // IMDS says a DHCP-domain name; EC2 knows the real PrivateDnsName.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("imds.json");
+    let tree = serde_json::json!({
+        "latest/meta-data/instance-id": instance_id,
+        "latest/meta-data/local-ipv4": "10.0.1.25",
+        "latest/meta-data/local-hostname": "node-a.corp.example.com",
+        "latest/meta-data/placement/region": "us-east-1",
+    });
+    std::fs::write(
+        &scenario,
+        serde_json::json!({"provider": "aws", "tree": tree}).to_string(),
+    )
+    .unwrap();
+    let mut fake = std::process::Command::new("python3")
+        .arg(common::workspace_root().join("tests/fakes/metadata_server.py"))
+        .arg(&scenario)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(fake.stdout.take().unwrap()), &mut line).unwrap();
+    let imds = format!("http://127.0.0.1:{}/", line.trim());
+
+    let run = |extra: &[(&str, &str)]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_node-ip-helper"))
+            .args([
+                "detect",
+                "--source",
+                "aws",
+                "--skip-local-check",
+                "--node-name-from",
+                "private-dns",
+            ])
+            .args(["--metadata-endpoint", &imds])
+            .env("AWS_ENDPOINT_URL", &moto.url)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .envs(extra.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        ("AWS_ACCESS_KEY_ID", "AKIDNODE"),
+        ("AWS_SECRET_ACCESS_KEY", "node-secret"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["hostname"], private_dns.to_lowercase());
+    assert_ne!(json["hostname"], "node-a.corp.example.com");
+
+    // Without credentials for EC2 the error says what to grant.
+    let out = run(&[]);
+    let _ = fake.kill();
+    let _ = fake.wait();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--node-name-from private-dns: EC2 DescribeInstances of"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ec2:DescribeInstances"), "{stderr}");
 }

@@ -68,6 +68,9 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
         }
     }
     instance.hostname = get("latest/meta-data/hostname").await?.map(|h| h.trim().to_owned());
+    instance.region = get("latest/meta-data/placement/region")
+        .await?
+        .map(|r| r.trim().to_owned());
     Ok(instance)
 }
 

@@ -60,6 +60,8 @@ pub struct Instance {
     pub instance_id: Option<String>,
     /// The cloud's private DNS name, where it has one (EC2's `PrivateDnsName`).
     pub private_dns: Option<String>,
+    /// The instance's region, where the service says.
+    pub region: Option<String>,
 }
 
 impl Instance {
