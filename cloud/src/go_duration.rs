@@ -127,6 +127,19 @@ pub fn parse_non_negative(text: &str) -> Result<Duration, GoDurationError> {
         .map_err(|_| GoDurationError::Invalid(text.to_owned()))
 }
 
+/// A clap value parser: a Go duration of zero or more.
+pub fn flag_non_negative(text: &str) -> Result<Duration, String> {
+    parse_non_negative(text).map_err(|e| e.to_string())
+}
+
+/// A clap value parser: a Go duration above zero.
+pub fn flag_positive(text: &str) -> Result<Duration, String> {
+    match flag_non_negative(text)? {
+        d if d.is_zero() => Err(format!("{text:?} must be more than zero")),
+        d => Ok(d),
+    }
+}
+
 /// Formats like Go's `time.Duration.String` (`"6h0m0s"`, `"1.5s"`, `"0s"`).
 pub fn format(duration: Duration) -> String {
     let nanos = duration.as_nanos().min(i64::MAX as u128) as u64;

@@ -73,7 +73,7 @@ pub struct StaticArgs {
     pub docker_config: PathBuf,
     /// How long kubelet may cache the answer (Go duration such as 5m or
     /// 1h0m0s). Unset: the provider's defaultCacheDuration applies.
-    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CACHE_DURATION", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CACHE_DURATION", value_parser = go_duration::flag_non_negative, value_name = "DURATION")]
     pub cache_duration: Option<Duration>,
 }
 
@@ -81,7 +81,7 @@ pub struct StaticArgs {
 pub struct ExpiryArgs {
     /// Time before a token's expiry at which kubelet should stop using a
     /// cached answer (Go duration).
-    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_EXPIRY_MARGIN", value_parser = parse_duration, default_value = "1m", value_name = "DURATION")]
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_EXPIRY_MARGIN", value_parser = go_duration::flag_non_negative, default_value = "1m", value_name = "DURATION")]
     pub expiry_margin: Duration,
 }
 
@@ -178,15 +178,11 @@ pub struct CheckConfigArgs {
     pub path: PathBuf,
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    go_duration::parse_non_negative(text).map_err(|e| e.to_string())
-}
-
 /// kubelet kills the plugin after one minute; leave room to report.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(50);
 
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let timeout = parse_duration(text)?;
+    let timeout = go_duration::flag_non_negative(text)?;
     if timeout.is_zero() || timeout > MAX_TIMEOUT {
         return Err(format!(
             "{text:?} is out of range: use more than 0s and at most 50s, so the answer arrives before kubelet kills the plugin at 1m"

@@ -1,11 +1,12 @@
-//! `ecr` end to end: against moto's server (PyPI `moto[server]`) for private
+//! `ecr` end to end: against moto's server (PyPI `moto[server]`, started by
+//! the test-support crate `cluster-harness`) for private
 //! ECR and STS, and a fake written from AWS's API reference for ECR Public
 //! and failure modes moto cannot produce.
 
 mod common;
 
+use cluster_harness::Moto;
 use common::aws_fake::{Behaviour, FakeAws, PUBLIC_PASSWORD};
-use common::moto::Moto;
 use common::{request, response, run_with_env, service_account_token};
 
 const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
@@ -42,7 +43,7 @@ fn logs_in_with_the_nodes_credentials() {
         let out = run_ecr(
             &[],
             &request(version, &format!("{REGISTRY}/team/app"), None),
-            &node_env(&moto.url()),
+            &node_env(&moto.url.clone()),
         );
         assert_eq!(out.status, 0, "{version}: {}", out.stderr);
         let response = response(&out.stdout);
@@ -63,7 +64,7 @@ fn kep_4412_assumes_the_service_accounts_role() {
     let moto = Moto::start();
     // No node credentials at all: only the role path can succeed.
     let env = vec![
-        ("AWS_ENDPOINT_URL", moto.url()),
+        ("AWS_ENDPOINT_URL", moto.url.clone()),
         ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
     ];
     let token = service_account_token(3600);
@@ -80,7 +81,7 @@ fn kep_4412_assumes_the_service_accounts_role() {
 #[test]
 fn role_policy_flags() {
     let moto = Moto::start();
-    let env = node_env(&moto.url());
+    let env = node_env(&moto.url.clone());
     let token = service_account_token(3600);
     let cases: Vec<(Vec<&str>, Vec<u8>, &str)> = vec![
         (
@@ -204,7 +205,7 @@ fn no_secret_reaches_stderr_at_trace_level() {
     let moto = Moto::start();
     let token = service_account_token(3600);
     for stdin in [with_role(&token, ROLE), request("v1", &format!("{REGISTRY}/app"), None)] {
-        let out = run_ecr(&["--log-level", "trace"], &stdin, &node_env(&moto.url()));
+        let out = run_ecr(&["--log-level", "trace"], &stdin, &node_env(&moto.url.clone()));
         assert_eq!(out.status, 0, "{}", out.stderr);
         for secret in [
             token.as_str(),

@@ -127,7 +127,7 @@ pub struct MetadataArgs {
     #[arg(long, env = "NODE_IP_HELPER_METADATA_ENDPOINT", value_name = "URL")]
     pub metadata_endpoint: Option<url::Url>,
     /// Deadline of each metadata request (Go duration).
-    #[arg(long, env = "NODE_IP_HELPER_METADATA_TIMEOUT", value_parser = parse_timeout, default_value = "2s", value_name = "DURATION")]
+    #[arg(long, env = "NODE_IP_HELPER_METADATA_TIMEOUT", value_parser = cloud_access::go_duration::flag_positive, default_value = "2s", value_name = "DURATION")]
     pub metadata_timeout: std::time::Duration,
     /// OpenStack config drive mounted at this directory (label config-2),
     /// read instead of the metadata service.
@@ -137,14 +137,6 @@ pub struct MetadataArgs {
     /// refuses such a --node-ip unless it is reachable through another path).
     #[arg(long, env = "NODE_IP_HELPER_SKIP_LOCAL_CHECK")]
     pub skip_local_check: bool,
-}
-
-fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
-    match cloud_access::go_duration::parse_non_negative(text) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err("must be more than 0s".to_owned()),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 #[derive(Debug, Args)]

@@ -75,7 +75,7 @@ pub struct TlsArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_TLS_RELOAD_INTERVAL",
         default_value = "10s",
-        value_parser = parse_duration
+        value_parser = go_duration::flag_positive
     )]
     pub tls_reload_interval: Duration,
 }
@@ -107,7 +107,7 @@ pub struct ServerArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_SHUTDOWN_DELAY",
         default_value = "5s",
-        value_parser = parse_non_negative_duration
+        value_parser = go_duration::flag_non_negative
     )]
     pub shutdown_delay: Duration,
     /// After the listener closes: how long in-flight requests may take to finish before
@@ -117,7 +117,7 @@ pub struct ServerArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_DRAIN_TIMEOUT",
         default_value = "10s",
-        value_parser = parse_duration
+        value_parser = go_duration::flag_positive
     )]
     pub drain_timeout: Duration,
 }
@@ -137,7 +137,7 @@ pub struct CertsArgs {
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
     /// How long the CA and the serving certificate are valid.
-    #[arg(long, value_name = "DURATION", default_value = "8760h", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "8760h", value_parser = go_duration::flag_positive)]
     pub validity: Duration,
     /// Another DNS name or IP address for the serving certificate; repeatable.
     #[arg(long, value_name = "NAME_OR_IP", value_delimiter = ',')]
@@ -148,7 +148,7 @@ pub struct CertsArgs {
 #[derive(Debug, Clone, Args)]
 pub struct SleepArgs {
     /// How long, e.g. `5s`.
-    #[arg(value_name = "DURATION", value_parser = parse_non_negative_duration)]
+    #[arg(value_name = "DURATION", value_parser = go_duration::flag_non_negative)]
     pub duration: Duration,
 }
 
@@ -182,7 +182,7 @@ pub struct TopologyArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_TIMEOUT",
         default_value = "2s",
-        value_parser = parse_duration
+        value_parser = go_duration::flag_positive
     )]
     pub lookup_timeout: Duration,
     /// Look up EBS volumes (in-tree awsElasticBlockStore IDs without a zone, and
@@ -208,7 +208,7 @@ pub struct TopologyArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_CACHE_TTL",
         default_value = "12h",
-        value_parser = parse_duration
+        value_parser = go_duration::flag_positive
     )]
     pub lookup_cache_ttl: Duration,
 }
@@ -275,20 +275,6 @@ pub struct LogArgs {
     pub log_format: LogFormat,
 }
 
-/// Parses a Go duration (`250ms`, `2s`, `1m30s`), as Kubernetes users write them.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration = go_duration::parse_non_negative(text).map_err(|e| e.to_string())?;
-    if duration.is_zero() {
-        return Err("the duration must be more than zero".to_owned());
-    }
-    Ok(duration)
-}
-
-/// Parses a Go duration that may be zero.
-fn parse_non_negative_duration(text: &str) -> Result<Duration, String> {
-    go_duration::parse_non_negative(text).map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,12 +287,12 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert!(parse_duration("3").is_err(), "a bare number has no unit");
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("soon").is_err());
+        assert_eq!(go_duration::flag_positive("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(go_duration::flag_positive("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(go_duration::flag_positive("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(go_duration::flag_positive("3").is_err(), "a bare number has no unit");
+        assert!(go_duration::flag_positive("0s").is_err());
+        assert!(go_duration::flag_positive("soon").is_err());
     }
 
     #[test]

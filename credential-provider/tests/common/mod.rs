@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 pub mod aws_fake;
-pub mod moto;
 pub mod token_server;
 
 use std::io::Write;

@@ -697,8 +697,10 @@ async fn replacing_webhook_instances_one_at_a_time_fails_no_creation() {
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let new = start();
-        register(&client, &new.url(), &ca_bundle, "Fail").await;
+        // As in a rolling update, the old instance is told to stop before the
+        // apiserver stops sending to it (endpoints lag); --shutdown-delay covers that.
         old.sigterm();
+        register(&client, &new.url(), &ca_bundle, "Fail").await;
         let status = old.wait_exit(Duration::from_secs(20));
         assert!(status.success(), "{status}:\n{}", old.log());
         assert!(old.log().contains("SIGTERM"), "{}", old.log());
