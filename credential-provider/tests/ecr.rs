@@ -218,3 +218,129 @@ fn no_secret_reaches_stderr_at_trace_level() {
         assert!(out.stderr.contains("ECR login"), "the trace does log: {}", out.stderr);
     }
 }
+
+/// The ECR fake's recorded signatures all use an access key starting so.
+fn signed_with(fake: &FakeAws, access_key_prefix: &str) -> bool {
+    let seen = fake.seen.lock().unwrap();
+    !seen.is_empty()
+        && seen
+            .iter()
+            .all(|(_, auth)| auth.contains(&format!("Credential={access_key_prefix}")))
+}
+
+fn no_static_credentials(ecr: &FakeAws) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL_ECR", ecr.url()),
+        ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+    ]
+}
+
+#[test]
+fn credential_chain_web_identity_token_file() {
+    // IRSA: STS (moto) turns the projected token into role credentials.
+    let moto = Moto::start();
+    let ecr = FakeAws::start(Behaviour::ThrottleThenSucceed(0));
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, service_account_token(3600)).unwrap();
+    let mut env = no_static_credentials(&ecr);
+    env.push(("AWS_ENDPOINT_URL_STS", moto.url.clone()));
+    env.push(("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.display().to_string()));
+    env.push(("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/node-puller".to_owned()));
+    let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // moto's STS hands out temporary keys, which start with ASIA.
+    assert!(signed_with(&ecr, "ASIA"), "{:?}", ecr.seen.lock().unwrap());
+}
+
+#[test]
+fn credential_chain_container_endpoint() {
+    // EKS Pod Identity: the agent's endpoint, with the pod's authorization token.
+    use axum::http::HeaderMap;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/v1/credentials", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let app = axum::Router::new().route(
+            "/v1/credentials",
+            axum::routing::get(|headers: HeaderMap| async move {
+                if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some("pod-identity-token") {
+                    return (axum::http::StatusCode::UNAUTHORIZED, "no token".to_owned());
+                }
+                let body = serde_json::json!({
+                    "AccessKeyId": "AKIDCONTAINER", "SecretAccessKey": "container-secret",
+                    "Token": "container-session", "Expiration": "2099-01-01T00:00:00Z"
+                });
+                (axum::http::StatusCode::OK, body.to_string())
+            }),
+        );
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                axum::serve(tokio::net::TcpListener::from_std(listener).unwrap(), app)
+                    .await
+                    .unwrap();
+            });
+    });
+    let ecr = FakeAws::start(Behaviour::ThrottleThenSucceed(0));
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("eks-pod-identity-token");
+    std::fs::write(&token_file, "pod-identity-token\n").unwrap();
+    let mut env = no_static_credentials(&ecr);
+    env.push(("AWS_CONTAINER_CREDENTIALS_FULL_URI", url));
+    env.push((
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+        token_file.display().to_string(),
+    ));
+    let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(signed_with(&ecr, "AKIDCONTAINER/"), "{:?}", ecr.seen.lock().unwrap());
+    assert!(!out.stderr.contains("container-secret") && !out.stderr.contains("pod-identity-token"));
+}
+
+#[test]
+fn credential_chain_instance_role_through_imdsv2() {
+    // The node's instance role, from a fake IMDS written from the EC2 docs.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("imds.json");
+    let role = serde_json::json!({
+        "Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": "AKIDINSTANCE",
+        "SecretAccessKey": "instance-secret", "Token": "instance-session",
+        "Expiration": "2099-01-01T00:00:00Z", "LastUpdated": "2026-11-30T00:00:00Z"
+    });
+    let tree = serde_json::json!({
+        "latest/meta-data/iam/security-credentials/": "node-role",
+        "latest/meta-data/iam/security-credentials/node-role": role,
+    });
+    std::fs::write(
+        &scenario,
+        serde_json::json!({"provider": "aws", "tree": tree}).to_string(),
+    )
+    .unwrap();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut imds = std::process::Command::new("python3")
+        .arg(format!("{root}/tests/fakes/metadata_server.py"))
+        .arg(&scenario)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(imds.stdout.take().unwrap()), &mut port).unwrap();
+
+    let ecr = FakeAws::start(Behaviour::ThrottleThenSucceed(0));
+    let env = vec![
+        ("AWS_ENDPOINT_URL_ECR", ecr.url()),
+        (
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+            format!("http://127.0.0.1:{}/", port.trim()),
+        ),
+    ];
+    let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
+    let _ = imds.kill();
+    let _ = imds.wait();
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(signed_with(&ecr, "AKIDINSTANCE/"), "{:?}", ecr.seen.lock().unwrap());
+}

@@ -669,12 +669,14 @@ async fn a_certificate_swap_fails_no_creation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn replacing_webhook_instances_one_at_a_time_fails_no_creation() {
-    // What this shows: the apiserver follows a configuration change from one
-    // instance's URL to another's, and an instance stopped with SIGTERM right
-    // after that change keeps answering (`--shutdown-delay`) and finishes its
-    // in-flight requests, so no creation fails under failurePolicy Fail.
-    // Without kube-proxy or endpoints here, it does not show a Service
-    // spreading requests over several replicas: the URL names one instance.
+    // What this shows: two instances are replaced one at a time (A by B, then
+    // B by C) while PVs keep being created under failurePolicy Fail, and none
+    // fails. Each old instance gets SIGTERM first and the configuration moves
+    // to the new URL just after, as endpoints lag a pod's termination; the old
+    // one keeps answering for --shutdown-delay and drains what is in flight.
+    // (With --shutdown-delay 0s this test sees "connection refused" in about
+    // half its runs.) Without kube-proxy or endpoints here, the URL names one
+    // instance: it does not show a Service spreading requests over replicas.
     let cluster = TestCluster::start().await;
     let client = cluster.client();
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
