@@ -71,6 +71,8 @@ pub struct CredentialsChain {
     region: String,
     endpoints: EndpointOptions,
     cached: Mutex<Option<AwsCredentials>>,
+    /// The variables the chain reads; `None` reads the process environment.
+    environment: Option<Vec<(String, String)>>,
 }
 
 #[derive(Deserialize)]
@@ -91,7 +93,24 @@ impl CredentialsChain {
             region,
             endpoints,
             cached: Mutex::new(None),
+            environment: None,
         }
+    }
+
+    /// A chain that reads `variables` instead of the process environment
+    /// (tests, and programs that pass credentials settings explicitly).
+    #[must_use]
+    pub fn with_environment(mut self, variables: Vec<(String, String)>) -> Self {
+        self.environment = Some(variables);
+        self
+    }
+
+    fn env(&self, name: &str) -> Option<String> {
+        match &self.environment {
+            Some(variables) => variables.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
+            None => std::env::var(name).ok(),
+        }
+        .filter(|v| !v.is_empty())
     }
 
     /// Cached credentials while fresh, else the first source that has some.
@@ -108,7 +127,7 @@ impl CredentialsChain {
 
     async fn find(&self) -> Result<AwsCredentials, CredentialsError> {
         let mut tried = Vec::new();
-        if let Some(found) = environment()? {
+        if let Some(found) = self.environment()? {
             return Ok(found);
         }
         tried.push("no AWS_ACCESS_KEY_ID");
@@ -134,18 +153,21 @@ impl CredentialsChain {
     }
 
     async fn web_identity(&self) -> Result<Option<AwsCredentials>, CredentialsError> {
-        let Some(token_file) = env("AWS_WEB_IDENTITY_TOKEN_FILE") else {
+        let Some(token_file) = self.env("AWS_WEB_IDENTITY_TOKEN_FILE") else {
             return Ok(None);
         };
         let source_error = |reason: String| CredentialsError::Source {
             source_name: "the web identity token file",
             reason,
         };
-        let role_arn = env("AWS_ROLE_ARN")
+        let role_arn = self
+            .env("AWS_ROLE_ARN")
             .ok_or_else(|| source_error("AWS_ROLE_ARN is not set next to AWS_WEB_IDENTITY_TOKEN_FILE".into()))?;
         let token = std::fs::read_to_string(PathBuf::from(&token_file))
             .map_err(|e| source_error(format!("cannot read AWS_WEB_IDENTITY_TOKEN_FILE {token_file}: {e}")))?;
-        let session = env("AWS_ROLE_SESSION_NAME").unwrap_or_else(|| "cloud-node-suite".to_owned());
+        let session = self
+            .env("AWS_ROLE_SESSION_NAME")
+            .unwrap_or_else(|| "cloud-node-suite".to_owned());
         let endpoint = endpoints::endpoint(endpoints::STS, &self.region, &self.endpoints)
             .map_err(|e| source_error(e.to_string()))?;
         let credentials =
@@ -163,9 +185,9 @@ impl CredentialsChain {
             source_name: "the container credentials endpoint",
             reason,
         };
-        let url = if let Some(relative) = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
+        let url = if let Some(relative) = self.env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
             format!("http://169.254.170.2{relative}")
-        } else if let Some(full) = env("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
+        } else if let Some(full) = self.env("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
             full
         } else {
             return Ok(None);
@@ -177,13 +199,13 @@ impl CredentialsChain {
             )));
         }
         let mut request = self.http.get(url.clone());
-        let authorization = match env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
+        let authorization = match self.env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
             Some(file) => Some(std::fs::read_to_string(&file).map_err(|e| {
                 source_error(format!(
                     "cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE {file}: {e}"
                 ))
             })?),
-            None => env("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
+            None => self.env("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
         };
         if let Some(token) = authorization {
             request = request.header(reqwest::header::AUTHORIZATION, token.trim());
@@ -209,10 +231,15 @@ impl CredentialsChain {
     }
 
     async fn instance_role(&self) -> Result<Option<AwsCredentials>, String> {
-        if env("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        if self
+            .env("AWS_EC2_METADATA_DISABLED")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        {
             return Ok(None);
         }
-        let base = env("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| "http://169.254.169.254/".to_owned());
+        let base = self
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+            .unwrap_or_else(|| "http://169.254.169.254/".to_owned());
         let base = Url::parse(&base).map_err(|e| format!("AWS_EC2_METADATA_SERVICE_ENDPOINT {base:?}: {e}"))?;
         let join = |path: &str| base.join(path).map_err(|e| e.to_string());
         let token = self
@@ -260,24 +287,22 @@ impl CredentialsChain {
     }
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-fn environment() -> Result<Option<AwsCredentials>, CredentialsError> {
-    match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
-        (Some(access_key_id), Some(secret)) => Ok(Some(AwsCredentials {
-            access_key_id,
-            secret_access_key: SecretString::from(secret),
-            session_token: env("AWS_SESSION_TOKEN").map(SecretString::from),
-            expires_at: None,
-            source: "the environment",
-        })),
-        (Some(_), None) => Err(CredentialsError::Source {
-            source_name: "the environment",
-            reason: "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not".into(),
-        }),
-        _ => Ok(None),
+impl CredentialsChain {
+    fn environment(&self) -> Result<Option<AwsCredentials>, CredentialsError> {
+        match (self.env("AWS_ACCESS_KEY_ID"), self.env("AWS_SECRET_ACCESS_KEY")) {
+            (Some(access_key_id), Some(secret)) => Ok(Some(AwsCredentials {
+                access_key_id,
+                secret_access_key: SecretString::from(secret),
+                session_token: self.env("AWS_SESSION_TOKEN").map(SecretString::from),
+                expires_at: None,
+                source: "the environment",
+            })),
+            (Some(_), None) => Err(CredentialsError::Source {
+                source_name: "the environment",
+                reason: "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not".into(),
+            }),
+            _ => Ok(None),
+        }
     }
 }
 
