@@ -9,9 +9,9 @@
 //! // ... the cluster is torn down when `cluster` drops, even on panic.
 //! ```
 //!
-//! The tests of this crate are `#[ignore]`d, so that `cargo test --workspace`
-//! does not need the Go binaries; `tests/cluster/run.sh` builds them and runs
-//! the tier with `--ignored`.
+//! This crate is not among the workspace's default members and `make test`
+//! leaves it out of its first cargo run: `tests/cluster/run.sh` builds the Go
+//! binaries and then runs the tier.
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -343,12 +343,13 @@ impl Moto {
         let dir = tempfile::Builder::new()
             .prefix("cluster-harness-moto-")
             .tempdir()
-            .unwrap();
-        let (port, listener) = free_port().unwrap();
+            .expect("a temporary directory for moto");
+        let (port, listener) = free_port().expect("a free loopback port for moto");
         drop(listener);
         let args = vec!["-H".to_string(), "127.0.0.1".into(), "-p".into(), port.to_string()];
-        let mut proc = Proc::spawn("moto_server", &program, &args, dir.path().join("moto.log"), dir.path()).unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut proc = Proc::spawn("moto_server", &program, &args, dir.path().join("moto.log"), dir.path())
+            .expect("start moto_server");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
         if let Err(e) = wait_tcp(addr, &mut proc, Duration::from_secs(30)) {
             let log = proc.tail(4000);
             proc.stop();
@@ -401,7 +402,10 @@ impl TestCluster {
                 }
             }
         }
-        panic!("cluster-harness: the test cluster did not start: {:#}", last.unwrap());
+        match last {
+            Some(e) => panic!("cluster-harness: the test cluster did not start: {e:#}"),
+            None => panic!("cluster-harness: the test cluster did not start"),
+        }
     }
 
     async fn try_start() -> Result<TestCluster> {

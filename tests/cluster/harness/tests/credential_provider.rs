@@ -149,7 +149,6 @@ fn docker_config_fixture() -> String {
 }
 
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn static_manifest_through_kubelets_keyring() {
     let tmp = tempfile::tempdir().unwrap();
     let bin = bin_dir(tmp.path());
@@ -221,7 +220,6 @@ fn static_manifest_through_kubelets_keyring() {
 }
 
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn static_manifest_in_every_protocol_version() {
     // kubelet writes the request and strictly decodes the answer in the
     // provider's apiVersion: each must round-trip.
@@ -249,7 +247,6 @@ fn static_manifest_in_every_protocol_version() {
 }
 
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn kubelet_caches_our_answers_as_we_say() {
     // static answers with cacheKeyType Registry and --cache-duration=10m:
     // kubelet runs the plugin once per registry, not once per image.
@@ -352,7 +349,6 @@ fn assert_bound_token(token: &str, audience: &str, ns: &str, sa: &str, pod_uid: 
 }
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn passthrough_manifest_with_real_service_account_tokens() {
     let cluster = TestCluster::start().await;
     let (ns, sa) = ("registry-users", "harbor-puller");
@@ -403,7 +399,6 @@ async fn passthrough_manifest_with_real_service_account_tokens() {
 }
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn token_exchange_manifest_with_real_tokens_and_a_token_endpoint() {
     let cluster = TestCluster::start().await;
     let (ns, sa) = ("team-a", "registry-reader");
@@ -451,7 +446,6 @@ async fn token_exchange_manifest_with_real_tokens_and_a_token_endpoint() {
 }
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
     let moto = cluster_harness::Moto::start();
     let cluster = TestCluster::start().await;
@@ -538,7 +532,6 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
 }
 
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn every_manifest_registers_in_kubelet() {
     // As kubelet starts: read, validate, find the binary under the
     // provider's name in the bin dir. Whatever manifests exist at run time.

@@ -10,7 +10,6 @@ use std::process::Command;
 use cluster_harness::{assert_disagreements, cluster_bin, corpus, json_lines, provider_binary, run_ok, workspace_root};
 
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn check_config_agrees_with_kubelet() {
     let tmp = tempfile::tempdir().unwrap();
     let generated = tmp.path().join("corpus");
@@ -107,7 +106,6 @@ fn check_config_agrees_with_kubelet() {
 /// Random configs from `kubelet-credcheck config-corpus`: every field drawn
 /// from valid and invalid values (CLUSTER_CONFIG_SEED, CLUSTER_CONFIG_COUNT).
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn check_config_agrees_with_kubelet_on_random_configs() {
     let knob = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let seed = knob("CLUSTER_CONFIG_SEED", 4412);

@@ -58,7 +58,6 @@ fn check_config(path: &std::path::Path) -> (bool, String) {
 }
 
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn matcher_agrees_with_kubelet() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus_path = tmp.path().join("corpus.json");

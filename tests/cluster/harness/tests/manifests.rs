@@ -67,7 +67,6 @@ async fn create_namespaces(client: &kube::Client, objs: &[(String, serde_json::V
 }
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn manifests_pass_server_side_dry_run() {
     let root = workspace_root().join("manifests");
     let (mut files, mut kustomizations) = (Vec::new(), Vec::new());

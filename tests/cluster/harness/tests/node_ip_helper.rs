@@ -51,7 +51,6 @@ fn registered_node(provided_ip: &str) -> Node {
 }
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn check_explains_a_stuck_node_with_the_nodes_own_identity() {
     let cluster = TestCluster::start().await;
     let groups = ["system:nodes"];

@@ -5,7 +5,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn cluster_starts_and_lists_namespaces() {
     let cluster = TestCluster::start().await;
     let namespaces: Api<Namespace> = Api::all(cluster.client());
@@ -32,7 +31,6 @@ fn group_alive(pgid: u32) -> bool {
 }
 
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn a_failing_test_still_tears_the_cluster_down() {
     let (tx, rx) = std::sync::mpsc::channel();
     let failing_test = std::thread::spawn(move || {
@@ -54,7 +52,6 @@ fn a_failing_test_still_tears_the_cluster_down() {
 }
 
 #[test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 fn a_killed_test_process_does_not_leave_servers_behind() {
     // The harness binary itself, killed with SIGKILL while its cluster runs:
     // no unwinding, no Drop. The guard must stop the servers anyway.
@@ -72,7 +69,6 @@ fn a_killed_test_process_does_not_leave_servers_behind() {
     use std::io::BufRead;
     let mut victim = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "--ignored",
             "--exact",
             "a_killed_test_process_does_not_leave_servers_behind",
             "--nocapture",

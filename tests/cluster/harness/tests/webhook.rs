@@ -340,7 +340,6 @@ fn serve(extra: &[&str], env: &[(&str, &str)]) -> Served {
 }
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn created_pvs_are_stored_with_the_topology_the_decision_promises() {
     let cluster = TestCluster::start().await;
     let client = cluster.client();
@@ -508,7 +507,6 @@ async fn create_volume(moto: &Moto, zone: &str) -> String {
 }
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn ebs_lookups_label_created_volumes_and_denials_reach_the_user() {
     let moto = Moto::start();
     let cluster = TestCluster::start().await;
@@ -566,7 +564,6 @@ async fn ebs_lookups_label_created_volumes_and_denials_reach_the_user() {
 }
 
 #[tokio::test]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn when_the_webhook_is_down_the_failure_policy_decides() {
     let cluster = TestCluster::start().await;
     let client = cluster.client();
@@ -614,7 +611,6 @@ fn secret_version(dir: &Path, version: &str, from: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn a_certificate_swap_fails_no_creation() {
     let cluster = TestCluster::start().await;
     let client = cluster.client();
@@ -667,7 +663,6 @@ async fn a_certificate_swap_fails_no_creation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "cluster tier: run tests/cluster/run.sh"]
 async fn replacing_webhook_instances_one_at_a_time_fails_no_creation() {
     // What this shows: two instances are replaced one at a time (A by B, then
     // B by C) while PVs keep being created under failurePolicy Fail, and none
