@@ -5,6 +5,7 @@
 
 pub mod aws;
 pub mod endpoint;
+pub mod files;
 pub mod go_duration;
 pub mod http;
 pub mod logging;
