@@ -4,8 +4,11 @@
 //!
 //! kubelet parses with `time.ParseDuration`, so `1d` or a bare `60` are
 //! errors there and must be errors here too.
+//!
+//! Also the one checked conversion of an untrusted Unix time (a JWT's `exp`,
+//! ECR's `expiresAt`) into a time, from which cache durations are computed.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum GoDurationError {
@@ -140,6 +143,19 @@ pub fn flag_positive(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// `seconds` since 1970 as a time, or `None` when it is not a time the
+/// system can represent (not finite, or too far from 1970 either way): a
+/// number from a server or a token must not be able to panic the program.
+/// Negative values are times before 1970.
+pub fn unix_time(seconds: f64) -> Option<SystemTime> {
+    let distance = Duration::try_from_secs_f64(seconds.abs()).ok()?;
+    if seconds < 0.0 {
+        UNIX_EPOCH.checked_sub(distance)
+    } else {
+        UNIX_EPOCH.checked_add(distance)
+    }
+}
+
 /// Formats like Go's `time.Duration.String` (`"6h0m0s"`, `"1.5s"`, `"0s"`).
 pub fn format(duration: Duration) -> String {
     let nanos = duration.as_nanos().min(i64::MAX as u128) as u64;
@@ -182,6 +198,23 @@ fn fraction(value: u64, scale: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unix_times_out_of_range_are_none_not_a_panic() {
+        assert_eq!(unix_time(1.5), Some(UNIX_EPOCH + Duration::from_millis(1500)));
+        assert_eq!(unix_time(-5.0), Some(UNIX_EPOCH - Duration::from_secs(5)));
+        for bad in [
+            f64::NAN,
+            f64::INFINITY,
+            -f64::INFINITY,
+            1e300,
+            -1e300,
+            9.3e18,
+            u64::MAX as f64,
+        ] {
+            assert_eq!(unix_time(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn formats_like_go() {

@@ -16,6 +16,9 @@ const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/ssl/cert.pem",
 ];
 
+/// Far above any real bundle (Debian's is about 220 KB).
+const MAX_CA_BUNDLE: u64 = 16 << 20;
+
 /// The system's trusted roots, read as Go programs read them: the file
 /// named by `SSL_CERT_FILE`, else the first bundle that exists. `None`
 /// leaves the choice to the platform verifier (which also scans
@@ -28,7 +31,8 @@ fn system_roots() -> Option<Vec<reqwest::Certificate>> {
         .map(|f| vec![f])
         .unwrap_or_else(|_| SYSTEM_BUNDLES.iter().map(|s| (*s).to_owned()).collect());
     candidates.iter().find_map(|path| {
-        let pem = std::fs::read(path).ok()?;
+        // A FIFO or device named by SSL_CERT_FILE must not hang the program.
+        let pem = crate::files::read_regular(std::path::Path::new(path), MAX_CA_BUNDLE).ok()?;
         reqwest::Certificate::from_pem_bundle(&pem)
             .ok()
             .filter(|roots| !roots.is_empty())
@@ -56,12 +60,55 @@ pub fn http_client_with_tls(
         .connect_timeout(timeout.min(Duration::from_secs(5)))
         // A redirect could carry a credential to another host.
         .redirect(reqwest::redirect::Policy::none());
+    builder = with_env_proxies(builder, |name| std::env::var(name).ok());
     if !tls {
         builder = builder.tls_certs_only(Vec::new());
     } else if let Some(roots) = system_roots() {
         builder = builder.tls_certs_only(roots);
     }
     builder.build().map_err(HttpClientError)
+}
+
+/// Destinations that never go through a proxy, whatever the environment
+/// says: loopback (node-local token endpoints and proxies, emulators) and
+/// link-local (metadata services, container credential agents, including
+/// AWS's IPv6 agents at fd00:ec2::23 and fd00:ec2::254). A credential sent
+/// there in clear text must not cross the network to a proxy; `localhost`
+/// also covers its subdomains (RFC 6761).
+pub const NEVER_PROXIED: &str = "localhost,127.0.0.0/8,::1,169.254.0.0/16,fe80::/10,fd00:ec2::23,fd00:ec2::254";
+
+/// The proxies of the environment, as reqwest reads them by default
+/// (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, upper case first, and
+/// `NO_PROXY`), except that [`NEVER_PROXIED`] destinations always go direct.
+/// `env` reads a variable (injectable for tests).
+fn with_env_proxies(builder: reqwest::ClientBuilder, env: impl Fn(&str) -> Option<String>) -> reqwest::ClientBuilder {
+    let first = |names: [&str; 2]| names.into_iter().find_map(&env).filter(|v| !v.is_empty());
+    // As reqwest: a CGI program's HTTP_PROXY may come from a request header.
+    if env("REQUEST_METHOD").is_some() {
+        return builder.no_proxy();
+    }
+    let no_proxy = match first(["NO_PROXY", "no_proxy"]) {
+        Some(list) => format!("{list},{NEVER_PROXIED}"),
+        None => NEVER_PROXIED.to_owned(),
+    };
+    // Tried in order, first match wins: the scheme's own variable before ALL_PROXY.
+    type MakeProxy = fn(&str) -> reqwest::Result<reqwest::Proxy>;
+    let proxies: [(Option<String>, MakeProxy); 3] = [
+        (first(["HTTP_PROXY", "http_proxy"]), |url| reqwest::Proxy::http(url)),
+        (first(["HTTPS_PROXY", "https_proxy"]), |url| reqwest::Proxy::https(url)),
+        (first(["ALL_PROXY", "all_proxy"]), |url| reqwest::Proxy::all(url)),
+    ];
+    // Adding a proxy turns reqwest's own reading of the environment off.
+    let mut builder = builder.no_proxy();
+    for (value, make) in proxies {
+        let Some(value) = value else { continue };
+        match make(&value) {
+            Ok(proxy) => builder = builder.proxy(proxy.no_proxy(reqwest::NoProxy::from_string(&no_proxy))),
+            // The value may hold the proxy's password: never shown.
+            Err(_) => tracing::warn!("ignoring a proxy variable that is not a URL"),
+        }
+    }
+    builder
 }
 
 /// A client for link-local metadata services: never through a proxy, no
@@ -77,4 +124,92 @@ pub fn metadata_client(user_agent: &str, timeout: Duration) -> Result<reqwest::C
         .tls_certs_only(Vec::new())
         .build()
         .map_err(HttpClientError)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A listener that records the first line of each request and answers
+    /// 200 with `body`: as a proxy it sees absolute URLs, as a server paths.
+    fn recorder(bind: &str, body: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = TcpListener::bind(bind).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
+                // Read the headers to their end before answering.
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                record.lock().unwrap().push(first.trim_end().to_owned());
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (format!("http://{addr}"), seen)
+    }
+
+    async fn get(client: &reqwest::Client, url: impl reqwest::IntoUrl) -> String {
+        client.get(url).send().await.unwrap().text().await.unwrap()
+    }
+
+    fn client(env: HashMap<&'static str, String>, internal: std::net::SocketAddr) -> reqwest::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // internal.example resolves to a loopback server: no DNS in tests.
+        let builder = reqwest::Client::builder()
+            .tls_certs_only(Vec::new())
+            .resolve("internal.example", internal);
+        with_env_proxies(builder, |name| env.get(name).cloned())
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn loopback_and_link_local_go_direct_others_through_the_proxy() {
+        let (proxy, via_proxy) = recorder("127.0.0.1:0", "proxy");
+        let (server, direct) = recorder("127.0.0.1:0", "direct");
+        let (server6, direct6) = recorder("[::1]:0", "direct");
+        let port = server.rsplit(':').next().unwrap().to_owned();
+        let env: HashMap<_, _> = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"]
+            .into_iter()
+            .map(|name| (name, proxy.clone()))
+            .chain([("NO_PROXY", "internal.example".to_owned())])
+            .collect();
+        let client = client(env, format!("127.0.0.1:{port}").parse().unwrap());
+        for url in [
+            format!("{server}/a"),
+            format!("http://localhost:{port}/b"),
+            format!("{server6}/c"),
+        ] {
+            let body = get(&client, &url).await;
+            assert_eq!(body, "direct", "{url}");
+        }
+        assert_eq!(direct.lock().unwrap().len(), 2);
+        assert_eq!(direct6.lock().unwrap().len(), 1);
+        // Elsewhere the proxy is used, unless NO_PROXY lists the host.
+        let body = get(&client, "http://registry.example.com/v2/").await;
+        assert_eq!(body, "proxy");
+        assert_eq!(
+            *via_proxy.lock().unwrap(),
+            ["GET http://registry.example.com/v2/ HTTP/1.1"]
+        );
+        // NO_PROXY still applies.
+        let body = get(&client, format!("http://internal.example:{port}/d")).await;
+        assert_eq!(body, "direct");
+        assert_eq!(via_proxy.lock().unwrap().len(), 1);
+    }
 }

@@ -135,12 +135,27 @@ pub(crate) fn xml_error(service: &'static str, action: &'static str, status: u16
                 .map(str::to_owned)
         })
     };
+    api_error(
+        service,
+        action,
+        status,
+        &field("Code").unwrap_or_else(|| format!("HTTP{status}")),
+        &field("Message").unwrap_or_default(),
+    )
+}
+
+/// Longest text taken from an AWS error into a message.
+const MAX_CODE: usize = 100;
+const MAX_MESSAGE: usize = 300;
+
+/// An API error whose remote text is made fit for one line of a log.
+fn api_error(service: &'static str, action: &'static str, status: u16, code: &str, message: &str) -> AwsError {
     AwsError::Api {
         service,
         action,
         status,
-        code: field("Code").unwrap_or_else(|| format!("HTTP{status}")),
-        message: field("Message").unwrap_or_default(),
+        code: crate::logging::clean_text(code, &[], MAX_CODE),
+        message: crate::logging::clean_text(message, &[], MAX_MESSAGE),
     }
 }
 
@@ -152,26 +167,12 @@ fn json_error(service: &'static str, action: &'static str, status: u16, header: 
         .or_else(|| value.get("__type").and_then(|t| t.as_str()).map(str::to_owned))
         .unwrap_or_else(|| format!("HTTP{status}"));
     // `aws.protocoltests#Code` or `Code:http://...`: the code is the short name.
-    let code = raw
-        .rsplit('#')
-        .next()
-        .unwrap_or(&raw)
-        .split(':')
-        .next()
-        .unwrap_or(&raw)
-        .to_owned();
+    let code = raw.rsplit('#').next().unwrap_or(&raw).split(':').next().unwrap_or(&raw);
     let message = ["message", "Message"]
         .iter()
         .find_map(|k| value.get(*k).and_then(|m| m.as_str()))
-        .unwrap_or_default()
-        .to_owned();
-    AwsError::Api {
-        service,
-        action,
-        status,
-        code,
-        message,
-    }
+        .unwrap_or_default();
+    api_error(service, action, status, code, message)
 }
 
 /// Signed calls in one region.

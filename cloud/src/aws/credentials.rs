@@ -4,7 +4,7 @@
 //! kept until shortly before they expire.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use secrecy::{ExposeSecret, SecretString};
@@ -163,8 +163,8 @@ impl CredentialsChain {
         let role_arn = self
             .env("AWS_ROLE_ARN")
             .ok_or_else(|| source_error("AWS_ROLE_ARN is not set next to AWS_WEB_IDENTITY_TOKEN_FILE".into()))?;
-        let token = std::fs::read_to_string(PathBuf::from(&token_file))
-            .map_err(|e| source_error(format!("cannot read AWS_WEB_IDENTITY_TOKEN_FILE {token_file}: {e}")))?;
+        let token = read_token_file(&token_file)
+            .map_err(|e| source_error(format!("cannot read AWS_WEB_IDENTITY_TOKEN_FILE {e}")))?;
         let session = self
             .env("AWS_ROLE_SESSION_NAME")
             .unwrap_or_else(|| "cloud-node-suite".to_owned());
@@ -200,11 +200,10 @@ impl CredentialsChain {
         }
         let mut request = self.http.get(url.clone());
         let authorization = match self.env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
-            Some(file) => Some(std::fs::read_to_string(&file).map_err(|e| {
-                source_error(format!(
-                    "cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE {file}: {e}"
-                ))
-            })?),
+            Some(file) => Some(
+                read_token_file(&file)
+                    .map_err(|e| source_error(format!("cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE {e}")))?,
+            ),
             None => self.env("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
         };
         if let Some(token) = authorization {
@@ -304,6 +303,15 @@ impl CredentialsChain {
             _ => Ok(None),
         }
     }
+}
+
+/// Far above any real token (a service-account token is 1-2 KB).
+const MAX_TOKEN_FILE: u64 = 64 << 10;
+
+/// A token file named by the environment: a regular file of bounded size, so
+/// that a FIFO or device there cannot hang the program or exhaust memory.
+fn read_token_file(path: &str) -> Result<String, crate::files::FileError> {
+    crate::files::read_regular_to_string(Path::new(path), MAX_TOKEN_FILE)
 }
 
 fn container_credentials(parsed: ContainerCredentials, source: &'static str) -> AwsCredentials {

@@ -1,7 +1,7 @@
 //! Amazon ECR registry hosts and authorization tokens (private ECR in
 //! every partition, FIPS and dual-stack hosts, and ECR Public).
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -141,10 +141,8 @@ pub async fn authorization_token(
     let (username, password) = decoded
         .split_once(':')
         .ok_or_else(|| garbage("authorizationToken is not user:password"))?;
-    let expires_at = data["expiresAt"]
-        .as_f64()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|seconds| UNIX_EPOCH + Duration::from_secs_f64(seconds));
+    // An expiry out of range is unknown: the token is then not cached.
+    let expires_at = data["expiresAt"].as_f64().and_then(crate::go_duration::unix_time);
     Ok(AuthorizationToken {
         username: username.to_owned(),
         password: SecretString::from(password.to_owned()),

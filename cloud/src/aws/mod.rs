@@ -6,6 +6,7 @@
 //! Built on the official `aws-sigv4` signer rather than the full SDK; see
 //! docs/decisions.md for the measurements behind that choice.
 
+pub mod arn;
 pub mod client;
 pub mod credentials;
 pub mod ec2;
