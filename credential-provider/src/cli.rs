@@ -195,6 +195,43 @@ fn parse_endpoint(text: &str) -> Result<SecureEndpoint, String> {
     SecureEndpoint::parse("--token-endpoint", text).map_err(|e| e.to_string())
 }
 
+/// A command-line error as one line, for kubelet's log (clap's own text
+/// spans several lines, with usage and hints). Values are shown only as the
+/// value parsers quote them, so a parser can keep a password out.
+pub fn usage_error_line(error: &clap::Error) -> String {
+    use clap::error::{ContextKind, ErrorKind};
+    match error.kind() {
+        ErrorKind::ValueValidation => {
+            let flag = error
+                .get(ContextKind::InvalidArg)
+                .map_or_else(|| "a flag".to_owned(), ToString::to_string);
+            match std::error::Error::source(error) {
+                Some(reason) => format!("invalid value for {flag}: {reason}"),
+                None => format!("invalid value for {flag}"),
+            }
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            let command = <Cli as clap::CommandFactory>::command();
+            let names: Vec<&str> = command.get_subcommands().map(clap::Command::get_name).collect();
+            format!("a subcommand is required, one of: {} (see --help)", names.join(", "))
+        }
+        _ => {
+            let rendered = error.render().to_string();
+            let mut line = String::new();
+            for part in rendered.lines().map(str::trim) {
+                if part.is_empty() || part.starts_with("Usage:") || part.starts_with("For more information") {
+                    continue;
+                }
+                if !line.is_empty() {
+                    line.push_str(if line.ends_with(':') { " " } else { "; " });
+                }
+                line.push_str(part.strip_prefix("error: ").unwrap_or(part));
+            }
+            format!("{line} (see --help)")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -211,6 +248,35 @@ mod tests {
         assert!(parse_timeout("20s").is_ok());
         assert!(parse_timeout("59s").unwrap_err().contains("at most 50s"));
         assert!(parse_timeout("0s").is_err());
+    }
+
+    fn usage_line(args: &[&str]) -> String {
+        let mut all = vec!["cloud-credential-provider"];
+        all.extend(args);
+        usage_error_line(&Cli::try_parse_from(all).unwrap_err())
+    }
+
+    #[test]
+    fn usage_errors_are_one_line() {
+        assert_eq!(
+            usage_line(&["static", "--docker-config", "c", "--cache-duration", "abc"]),
+            "invalid value for --cache-duration <DURATION>: invalid duration \"abc\": use a Go duration such as \"90s\", \"15m\" or \"6h0m0s\""
+        );
+        assert_eq!(
+            usage_line(&["token-exchange"]),
+            "the following required arguments were not provided: --token-endpoint <URL> (see --help)"
+        );
+        assert!(usage_line(&[]).starts_with(
+            "a subcommand is required, one of: static, passthrough, token-exchange, ecr, explain, check-config"
+        ));
+        for args in [
+            &["static", "--bogus"][..],
+            &["nope"],
+            &["--log-format", "xml", "static"],
+        ] {
+            let line = usage_line(args);
+            assert!(!line.contains('\n') && !line.contains("Usage:"), "{line}");
+        }
     }
 
     #[test]

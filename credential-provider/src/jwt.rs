@@ -1,7 +1,9 @@
 //! Reading a JWT's expiry to size kubelet's cache. Reading `exp` is not
 //! trusting the token: the registry or token endpoint verifies it.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
+
+use cloud_access::go_duration::unix_time;
 
 use jsonwebtoken::dangerous::insecure_decode;
 use serde::Deserialize;
@@ -12,19 +14,27 @@ pub enum JwtError {
     Malformed { what: &'static str },
     #[error("{what} has no numeric \"exp\" claim")]
     NoExpiry { what: &'static str },
+    #[error("{what} has an \"exp\" claim that is not a time this system can represent: the token's issuer is broken")]
+    ExpiryOutOfRange { what: &'static str },
 }
 
 #[derive(Deserialize)]
 struct ExpiryClaim {
-    exp: Option<u64>,
+    exp: Option<serde_json::Value>,
 }
 
-/// The `exp` claim of `token`, unverified. `what` names the token in errors;
+/// The `exp` claim of `token`, unverified: a NumericDate (RFC 7519), which
+/// may have a fraction or lie before 1970. `what` names the token in errors;
 /// the token itself never appears in them.
 pub fn expiry(what: &'static str, token: &str) -> Result<SystemTime, JwtError> {
     let data = insecure_decode::<ExpiryClaim>(token).map_err(|_| JwtError::Malformed { what })?;
-    let exp = data.claims.exp.ok_or(JwtError::NoExpiry { what })?;
-    Ok(UNIX_EPOCH + Duration::from_secs(exp))
+    let seconds = data
+        .claims
+        .exp
+        .as_ref()
+        .and_then(serde_json::Value::as_f64)
+        .ok_or(JwtError::NoExpiry { what })?;
+    unix_time(seconds).ok_or(JwtError::ExpiryOutOfRange { what })
 }
 
 /// How long a credential that expires at `expires_at` may be cached at
@@ -52,6 +62,8 @@ pub(crate) mod test_tokens {
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
     use super::test_tokens::jwt;
     use super::*;
 
@@ -76,6 +88,33 @@ mod tests {
         let err = expiry("access_token", "opaque-secret-value").unwrap_err();
         assert_eq!(err, JwtError::Malformed { what: "access_token" });
         assert!(!err.to_string().contains("opaque-secret-value"));
+    }
+
+    #[test]
+    fn exp_out_of_range_is_an_error_not_a_panic() {
+        for exp in ["9223372036854775808", "18446744073709551615", "1e300"] {
+            let token = jwt(&format!(r#"{{"exp":{exp}}}"#));
+            assert_eq!(
+                expiry("serviceAccountToken", &token),
+                Err(JwtError::ExpiryOutOfRange {
+                    what: "serviceAccountToken"
+                }),
+                "{exp}"
+            );
+        }
+        let fractional = jwt(r#"{"exp":1000.5}"#);
+        assert_eq!(
+            expiry("t", &fractional),
+            Ok(UNIX_EPOCH + Duration::from_millis(1_000_500))
+        );
+        assert_eq!(
+            expiry("t", &jwt(r#"{"exp":-5}"#)),
+            Ok(UNIX_EPOCH - Duration::from_secs(5))
+        );
+        assert_eq!(
+            expiry("t", &jwt(r#"{"exp":"soon"}"#)),
+            Err(JwtError::NoExpiry { what: "t" })
+        );
     }
 
     #[test]

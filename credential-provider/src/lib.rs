@@ -21,6 +21,10 @@ use backend::{
 use cli::{Cli, Command};
 use kubelet_config::{ConfigError, CredentialProviderConfig, FieldError};
 use protocol::RequestError;
+use secrecy::ExposeSecret;
+
+/// Longest error line written for kubelet's log, in characters.
+pub const MAX_ERROR_LINE: usize = 1500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -28,6 +32,10 @@ pub enum RunError {
     Request(#[from] RequestError),
     #[error("{0}")]
     Backend(#[from] BackendError),
+    /// A backend's failure, with every piece of the request's token cut out
+    /// (a server may have echoed it into its error).
+    #[error("{0}")]
+    Failed(String),
     #[error("{0}")]
     Config(#[from] ConfigError),
     #[error("cannot read stdin: {0}")]
@@ -126,7 +134,18 @@ pub async fn answer_request(backend: &impl CredentialBackend, input: &[u8]) -> R
         has_service_account_token = request.service_account_token.is_some(),
         "credential request"
     );
-    let credentials = backend.credentials(&request).await?;
+    let credentials = backend.credentials(&request).await.map_err(|error| {
+        let secrets: Vec<&str> = request
+            .service_account_token
+            .iter()
+            .map(|t| t.expose_secret())
+            .collect();
+        RunError::Failed(cloud_access::logging::clean_text(
+            &error.to_string(),
+            &secrets,
+            MAX_ERROR_LINE,
+        ))
+    })?;
     tracing::debug!(
         keys = ?credentials.auth.keys().collect::<Vec<_>>(),
         cache_key_type = ?credentials.cache_key_type,
@@ -156,7 +175,13 @@ pub fn explain<'a>(config: &'a CredentialProviderConfig, image: &str) -> Vec<&'a
 pub fn check_config(path: &Path) -> (String, bool) {
     let shown = path.display();
     match kubelet_config::load(path) {
-        Err(e) => (format!("{e}\n"), false),
+        Err(e) => (
+            format!(
+                "{}\n",
+                cloud_access::logging::clean_text(&e.to_string(), &[], MAX_ERROR_LINE)
+            ),
+            false,
+        ),
         Ok(config) => {
             let problems: Vec<FieldError> = kubelet_config::validate(&config);
             if problems.is_empty() {

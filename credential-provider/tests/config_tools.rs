@@ -129,3 +129,76 @@ fn check_config_accepts_directories_and_every_config_version() {
         assert_eq!(out.status, 0, "{name}: {}", out.stdout);
     }
 }
+
+const HEADER: &str = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\n";
+
+#[test]
+fn check_config_reads_regular_files_only() {
+    // A directory with a link to /dev/zero, and one with a FIFO: refused at
+    // once, naming the file, instead of eating memory or hanging.
+    let zero_dir = tempfile::tempdir().unwrap();
+    std::fs::write(zero_dir.path().join("10-ok.yaml"), format!("{HEADER}providers: []\n")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero_dir.path().join("20-zero.yaml")).unwrap();
+    let fifo_dir = tempfile::tempdir().unwrap();
+    common::mkfifo(&fifo_dir.path().join("a.yaml"));
+    let big = tempfile::tempdir().unwrap();
+    let big_file = big.path().join("big.yaml");
+    std::fs::File::create(&big_file).unwrap().set_len(64 << 20).unwrap();
+    let cases = [
+        (zero_dir.path().to_owned(), "20-zero.yaml: is a character device"),
+        (fifo_dir.path().to_owned(), "a.yaml: is a FIFO"),
+        (big_file, "larger than"),
+    ];
+    for (path, want) in cases {
+        let out = run(&["check-config", &path.display().to_string()], b"");
+        assert_eq!(out.status, 1, "{path:?}");
+        assert_eq!(out.stdout.lines().count(), 1, "{:?}", out.stdout);
+        assert!(out.stdout.contains(want), "{:?} should contain {want:?}", out.stdout);
+    }
+}
+
+#[test]
+fn check_config_refuses_deep_nesting_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("deep.yaml");
+    std::fs::write(
+        &deep,
+        format!("{HEADER}providers: {}{}\n", "[".repeat(100_000), "]".repeat(100_000)),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = run(&["check-config", &deep.display().to_string()], b"");
+    assert_eq!(out.status, 1);
+    assert!(out.stdout.contains("deep.yaml"), "{}", out.stdout);
+    assert!(out.stdout.contains("nested more than 32 levels deep"), "{}", out.stdout);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Flow style a few levels deep is fine, and brackets inside quotes and
+    // comments are text, not nesting.
+    let moderate = dir.path().join("moderate.yaml");
+    let brackets = "[{".repeat(40);
+    std::fs::write(
+        &moderate,
+        format!(
+            "{HEADER}# {brackets}\nproviders: [{{name: p, apiVersion: credentialprovider.kubelet.k8s.io/v1, matchImages: ['reg.io'], defaultCacheDuration: 1m, args: [\"{brackets}\", '{brackets}'], env: [{{name: A, value: \"x\"}}]}}]\n"
+        ),
+    )
+    .unwrap();
+    let out = run(&["check-config", &moderate.display().to_string()], b"");
+    assert_eq!(out.status, 0, "{}", out.stdout);
+}
+
+#[test]
+fn check_config_accepts_a_byte_order_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bom.yaml");
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(std::fs::read(data("configs").join("multi.yaml")).unwrap());
+    std::fs::write(&file, bytes).unwrap();
+    let out = run(&["check-config", &file.display().to_string()], b"");
+    assert_eq!(out.status, 0, "{}", out.stdout);
+}

@@ -344,3 +344,85 @@ fn credential_chain_instance_role_through_imdsv2() {
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(signed_with(&ecr, "AKIDINSTANCE/"), "{:?}", ecr.seen.lock().unwrap());
 }
+
+#[test]
+fn a_role_annotation_that_is_not_a_role_arn_is_refused_in_one_line() {
+    let ecr = FakeAws::start(Behaviour::ThrottleThenSucceed(0));
+    let token = service_account_token(3600);
+    for role in [
+        "arn:aws:iam::123456789012:role/puller\nE1130 forged log line",
+        "arn:aws:iam::123456789012:role/pull er",
+        "arn:aws:iam::123456789012:role/path//puller",
+        "arn:aws:iam::123456789012:role/\u{1b}[31mred",
+        "arn:aws:iam::123456789012:role/puller:extra",
+        "arn:evil:iam::123456789012:role/puller",
+    ] {
+        let out = run_ecr(&[], &with_role(&token, role), &node_env(&ecr.url()));
+        common::assert_one_line_failure(role, &out, "eks.amazonaws.com/ecr-role-arn");
+        assert!(out.stderr.contains("is not an IAM role ARN"), "{}", out.stderr);
+    }
+    assert_eq!(
+        ecr.calls.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing was called"
+    );
+}
+
+#[test]
+fn an_expiry_beyond_any_time_is_not_a_panic() {
+    let ecr = FakeAws::start(Behaviour::HugeExpiry);
+    let out = run_ecr(
+        &[],
+        &request("v1", &format!("{REGISTRY}/app"), None),
+        &node_env(&ecr.url()),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        response(&out.stdout)["cacheDuration"],
+        "0s",
+        "an unknown expiry is not cached"
+    );
+}
+
+#[test]
+fn aws_error_text_is_escaped_and_capped() {
+    let ecr = FakeAws::start(Behaviour::Hostile);
+    let out = run_ecr(
+        &[],
+        &request("v1", &format!("{REGISTRY}/app"), None),
+        &node_env(&ecr.url()),
+    );
+    common::assert_one_line_failure("hostile", &out, "AccessDenied\\nE1130");
+    assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
+    assert!(out.stderr.len() < 2048, "capped: {} bytes", out.stderr.len());
+}
+
+#[test]
+fn a_web_identity_token_echoed_cut_short_is_redacted() {
+    let sts = FakeAws::start(Behaviour::StsEchoesToken);
+    let token = service_account_token(3600);
+    let mut env = node_env(&sts.url());
+    env.push(("AWS_ENDPOINT_URL_STS", sts.url()));
+    let out = run_ecr(&[], &with_role(&token, ROLE), &env);
+    common::assert_one_line_failure("sts echo", &out, "InvalidIdentityToken");
+    common::assert_no_piece_of(&token, &out.stderr);
+}
+
+#[test]
+fn web_identity_token_files_are_read_as_regular_files_only() {
+    let ecr = FakeAws::start(Behaviour::ThrottleThenSucceed(0));
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("token");
+    common::mkfifo(&fifo);
+    for (file, want) in [
+        ("/dev/zero".to_owned(), "is a character device"),
+        (fifo.display().to_string(), "is a FIFO"),
+    ] {
+        let mut env = no_static_credentials(&ecr);
+        env.push(("AWS_WEB_IDENTITY_TOKEN_FILE", file.clone()));
+        env.push(("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/node-puller".to_owned()));
+        let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
+        common::assert_one_line_failure(&file, &out, want);
+        assert!(out.stderr.contains("AWS_WEB_IDENTITY_TOKEN_FILE"), "{}", out.stderr);
+    }
+}

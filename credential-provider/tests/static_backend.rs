@@ -135,3 +135,63 @@ fn a_bad_cache_duration_names_the_flag() {
     assert!(out.stderr.contains("--cache-duration"), "{}", out.stderr);
     assert!(out.stderr.contains("unknown unit \"d\""), "{}", out.stderr);
 }
+
+#[test]
+fn only_a_regular_file_of_bounded_size_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.json");
+    common::mkfifo(&fifo);
+    let big = dir.path().join("big.json");
+    std::fs::File::create(&big).unwrap().set_len(64 << 20).unwrap();
+    let cases = [
+        ("/dev/zero".into(), "is a character device, not a regular file"),
+        (fifo, "is a FIFO, not a regular file"),
+        (big.clone(), "larger than"),
+    ];
+    for (path, want) in cases {
+        let shown = path.display().to_string();
+        let out = run(
+            &["static", "--docker-config", &shown],
+            &request("v1", "registry.example.com/app", None),
+        );
+        common::assert_one_line_failure(&shown, &out, want);
+        assert!(out.stderr.contains("--docker-config"), "{}", out.stderr);
+        assert!(out.stderr.contains(&shown), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn a_byte_order_mark_is_accepted_and_a_lone_password_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_bom = dir.path().join("bom.json");
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(std::fs::read(data("docker-config.json")).unwrap());
+    std::fs::write(&with_bom, bytes).unwrap();
+    let out = run(
+        &["static", "--docker-config", &with_bom.display().to_string()],
+        &request("v1", "registry.example.com/team-a/app", None),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        auth_keys(&out.stdout),
+        ["registry.example.com", "registry.example.com/team-b"]
+    );
+
+    // A password without its username is as broken as the reverse.
+    let lone = dir.path().join("lone.json");
+    std::fs::write(
+        &lone,
+        r#"{"auths": {"registry.example.com": {"password": "lone-password-value"}}}"#,
+    )
+    .unwrap();
+    let out = run(
+        &["static", "--docker-config", &lone.display().to_string()],
+        &request("v1", "registry.example.com/app", None),
+    );
+    common::assert_one_line_failure(
+        "lone password",
+        &out,
+        r#"auths["registry.example.com"].username is missing next to "password""#,
+    );
+    assert!(!out.stderr.contains("lone-password-value"), "{}", out.stderr);
+}

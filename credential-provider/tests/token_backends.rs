@@ -3,8 +3,9 @@
 
 mod common;
 
+use common::proxy::RecordingProxy;
 use common::token_server::{OPAQUE_TOKEN, TokenServer};
-use common::{go_seconds, request, response, run, service_account_token};
+use common::{assert_one_line_failure, go_seconds, request, response, run, run_with_env, service_account_token};
 
 #[test]
 fn passthrough_returns_the_token_until_shortly_before_it_expires() {
@@ -171,4 +172,153 @@ fn exchange_refuses_plain_http_off_loopback() {
     );
     assert_eq!(out.status, 1);
     assert!(out.stderr.contains("use an https:// URL"), "{}", out.stderr);
+}
+
+/// Every variable a proxy can come from, all pointing at `proxy`.
+fn proxy_env(proxy: &str) -> Vec<(&'static str, &str)> {
+    [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .into_iter()
+    .map(|name| (name, proxy))
+    .collect()
+}
+
+#[test]
+fn loopback_token_endpoints_never_go_through_a_proxy() {
+    let proxy = RecordingProxy::start();
+    let v4 = TokenServer::start();
+    let v6 = TokenServer::start_on("[::1]:0");
+    let token = service_account_token(600);
+    let endpoints = [
+        v4.url("/opaque"),
+        format!("http://localhost:{}/opaque", v4.addr.port()),
+        v6.url("/opaque"),
+    ];
+    for url in &endpoints {
+        let out = run_with_env(
+            &["token-exchange", "--token-endpoint", url],
+            &request("v1", "registry.example.com/app", Some(&token)),
+            &proxy_env(&proxy.url),
+        );
+        assert_eq!(out.status, 0, "{url}: {}", out.stderr);
+        assert_eq!(
+            response(&out.stdout)["auth"]["registry.example.com"]["password"],
+            OPAQUE_TOKEN
+        );
+    }
+    assert_eq!(
+        v4.received.lock().unwrap().len(),
+        2,
+        "127.0.0.1 and localhost reached directly"
+    );
+    assert_eq!(v6.received.lock().unwrap().len(), 1, "[::1] reached directly");
+    assert!(
+        proxy.requests().is_empty(),
+        "the subject token went to the proxy: {:?}",
+        proxy.requests()
+    );
+}
+
+#[test]
+fn other_token_endpoints_still_honour_the_proxy() {
+    // A node behind a corporate proxy: the TLS tunnel goes through it. The
+    // proxy hangs up, so the exchange fails, and nothing leaves loopback.
+    let proxy = RecordingProxy::start();
+    let out = run_with_env(
+        &[
+            "token-exchange",
+            "--token-endpoint",
+            "https://sts.example.com/token",
+            "--timeout",
+            "5s",
+        ],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+        &[("HTTPS_PROXY", proxy.url.as_str())],
+    );
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    assert_eq!(proxy.requests(), ["CONNECT sts.example.com:443 HTTP/1.1"]);
+}
+
+#[test]
+fn out_of_range_expiry_claims_fail_in_one_line_without_a_panic() {
+    let huge = [
+        serde_json::json!(1u64 << 63),
+        serde_json::json!(u64::MAX),
+        serde_json::json!(1e300),
+    ];
+    for exp in huge {
+        let token = common::jwt(&serde_json::json!({"exp": exp}));
+        let out = run(&["passthrough"], &request("v1", "harbor.example.com/app", Some(&token)));
+        assert_one_line_failure(&format!("exp {exp}"), &out, "serviceAccountToken");
+        assert!(out.stderr.contains("\"exp\""), "{}", out.stderr);
+    }
+    // Before 1970 is expired; a fractional NumericDate (RFC 7519) is a time.
+    let old = common::jwt(&serde_json::json!({"exp": -5}));
+    let out = run(&["passthrough"], &request("v1", "harbor.example.com/app", Some(&old)));
+    assert_one_line_failure("exp -5", &out, "serviceAccountToken expired");
+    let fractional = common::jwt(&serde_json::json!({"exp": common::now() as f64 + 600.5}));
+    let out = run(
+        &["passthrough"],
+        &request("v1", "harbor.example.com/app", Some(&fractional)),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    // The same from a token endpoint's access token.
+    let server = TokenServer::start();
+    let url = server.url("/huge-exp");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+    );
+    assert_one_line_failure("access_token exp 2^63", &out, "access_token");
+}
+
+#[test]
+fn expires_in_may_be_a_string() {
+    let server = TokenServer::start();
+    let url = server.url("/expires-in-string");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url, "--expiry-margin", "0s"],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(response(&out.stdout)["cacheDuration"], "1h0m0s");
+}
+
+#[test]
+fn a_token_endpoints_text_is_escaped_capped_and_redacted() {
+    let server = TokenServer::start();
+    let token = service_account_token(600);
+    let url = server.url("/hostile");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url],
+        &request("v1", "registry.example.com/app", Some(&token)),
+    );
+    assert_one_line_failure(
+        "hostile",
+        &out,
+        "refused the exchange with HTTP 400: invalid_grant\\nE1130",
+    );
+    assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
+    // Any long piece of the token is a secret: its payload and signature.
+    common::assert_no_piece_of(&token, &out.stderr);
+    assert!(out.stderr.contains("<redacted>"), "{}", out.stderr);
+
+    let url = server.url("/huge-error");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url],
+        &request("v1", "registry.example.com/app", Some(&token)),
+    );
+    assert_one_line_failure("huge error", &out, "refused the exchange with HTTP 400: xxxx");
+    assert!(
+        out.stderr.len() < 2048,
+        "remote text is capped: {} bytes",
+        out.stderr.len()
+    );
 }

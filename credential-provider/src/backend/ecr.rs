@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use cloud_access::aws::ecr::{self, Registry};
 use cloud_access::aws::endpoints::{self, EndpointOptions};
-use cloud_access::aws::{AwsClient, AwsError, CredentialsChain, sts};
+use cloud_access::aws::{AwsClient, AwsError, CredentialsChain, arn, sts};
 use secrecy::ExposeSecret;
 
 use super::{BackendError, CredentialBackend};
@@ -47,7 +47,9 @@ pub enum EcrError {
         "{registry} is not an Amazon ECR registry host ({{account}}.dkr.ecr.{{region}}.amazonaws.com, public.ecr.aws, …): check the provider's matchImages"
     )]
     NotEcr { registry: String },
-    #[error("service-account annotation {key}={value:?} is not an IAM role ARN (arn:PARTITION:iam::ACCOUNT:role/NAME)")]
+    #[error(
+        "service-account annotation {key}=\"{value}\" is not an IAM role ARN: use arn:PARTITION:iam::ACCOUNT:role/NAME (a name of letters, digits and +=,.@_-, optionally after a /PATH/)"
+    )]
     BadRoleArn { key: String, value: String },
     #[error("role {role} is in account {account}, which --allowed-account-id does not list")]
     AccountNotAllowed { role: String, account: String },
@@ -187,9 +189,9 @@ impl EcrBackend {
             }
             return Ok(None);
         };
-        let account = role_account(role).ok_or_else(|| EcrError::BadRoleArn {
+        let account = arn::role_account(role).ok_or_else(|| EcrError::BadRoleArn {
             key: key.clone(),
-            value: role.clone(),
+            value: cloud_access::logging::clean_text(role, &[], 200),
         })?;
         if !self.settings.allowed_accounts.is_empty() && !self.settings.allowed_accounts.iter().any(|a| a == account) {
             return Err(EcrError::AccountNotAllowed {
@@ -208,27 +210,6 @@ impl EcrBackend {
         };
         Ok(Some((role.clone(), token)))
     }
-}
-
-/// The account of `arn:PARTITION:iam::ACCOUNT:role/NAME`.
-fn role_account(arn: &str) -> Option<&str> {
-    let mut parts = arn.splitn(6, ':');
-    let (scheme, partition, service, region, account, resource) = (
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-    );
-    let valid = scheme == "arn"
-        && partition.starts_with("aws")
-        && service == "iam"
-        && region.is_empty()
-        && account.len() == 12
-        && account.bytes().all(|b| b.is_ascii_digit())
-        && resource.strip_prefix("role/").is_some_and(|name| !name.is_empty());
-    valid.then_some(account)
 }
 
 /// A session name that says which pod pulled, within STS's 64 characters
@@ -266,27 +247,6 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     use super::*;
-
-    #[test]
-    fn role_arns() {
-        assert_eq!(
-            role_account("arn:aws:iam::123456789012:role/puller"),
-            Some("123456789012")
-        );
-        assert_eq!(
-            role_account("arn:aws-cn:iam::123456789012:role/path/puller"),
-            Some("123456789012")
-        );
-        for bad in [
-            "arn:aws:iam::123:role/puller",
-            "arn:aws:s3:::bucket",
-            "arn:aws:iam::123456789012:user/alice",
-            "arn:aws:iam::123456789012:role/",
-            "puller",
-        ] {
-            assert_eq!(role_account(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn cache_for_half_the_remaining_validity() {

@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::{BackendError, CredentialBackend};
 use crate::image;
+use crate::kubelet_config::UTF8_BOM;
 use crate::matching::{DOCKER_HUB_KEY, is_docker_hub_image, keyring_key, matches};
 use crate::protocol::{CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
 
@@ -25,10 +26,13 @@ pub struct StaticBackend {
     cache_duration: Option<Duration>,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+/// Far above any real Docker config (a few KB per hundred registries).
+pub const MAX_DOCKER_CONFIG: u64 = 4 << 20;
+
+#[derive(Debug, thiserror::Error)]
 pub enum DockerConfigError {
-    #[error("cannot read --docker-config {path}: {reason}")]
-    Read { path: PathBuf, reason: String },
+    #[error("cannot read --docker-config {0}")]
+    Read(#[source] cloud_access::files::FileError),
     #[error(
         "--docker-config {path} is not valid JSON (line {line}, column {column}): it must be a Docker config.json with an \"auths\" object"
     )]
@@ -66,12 +70,11 @@ impl StaticBackend {
     /// Every usable entry of the file, keyed as written. Any malformed
     /// entry is an error: a half-read file would hide the problem.
     pub fn load(path: &Path) -> Result<BTreeMap<String, RegistryAuth>, DockerConfigError> {
-        let bytes = std::fs::read(path).map_err(|e| DockerConfigError::Read {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let bytes = cloud_access::files::read_regular(path, MAX_DOCKER_CONFIG).map_err(DockerConfigError::Read)?;
+        // Editors on Windows start files with a byte order mark.
+        let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(&bytes);
         // Entries are parsed by hand below so that no error quotes a value.
-        let file: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| DockerConfigError::Json {
+        let file: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| DockerConfigError::Json {
             path: path.to_owned(),
             line: e.line(),
             column: e.column(),
@@ -109,6 +112,7 @@ impl StaticBackend {
                 }
                 (None, Some(username), Some(password)) => Some((username, password)),
                 (None, Some(_), None) => return Err(entry_error(field("password"), "is missing next to \"username\"")),
+                (None, None, Some(_)) => return Err(entry_error(field("username"), "is missing next to \"password\"")),
                 // Docker writes empty entries when a credential store holds
                 // the secret; they carry nothing kubelet can use.
                 _ => None,

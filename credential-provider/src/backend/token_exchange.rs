@@ -72,8 +72,13 @@ pub enum TokenExchangeError {
 #[derive(Deserialize)]
 struct TokenResponse {
     access_token: Option<String>,
-    expires_in: Option<serde_json::Number>,
+    /// A number, or a string holding one (as some servers send it).
+    expires_in: Option<serde_json::Value>,
 }
+
+/// Longest text taken from a token endpoint's error into a message.
+const MAX_REMOTE_CODE: usize = 100;
+const MAX_REMOTE_DESCRIPTION: usize = 300;
 
 /// RFC 6749 §5.2.
 #[derive(Deserialize)]
@@ -145,15 +150,26 @@ impl TokenExchangeBackend {
 
         let now = SystemTime::now();
         let mut lifetimes = Vec::new();
-        // JSON numbers are finite; a negative or absurd lifetime is clamped.
-        if let Some(seconds) = answer.expires_in.as_ref().and_then(serde_json::Number::as_f64)
-            && seconds.is_finite()
-        {
+        if let Some(expires_in) = &answer.expires_in {
+            let seconds = match expires_in {
+                serde_json::Value::Number(n) => n.as_f64(),
+                serde_json::Value::String(text) => text.trim().parse::<f64>().ok(),
+                _ => None,
+            }
+            .filter(|s| s.is_finite())
+            .ok_or_else(|| bad("\"expires_in\" is not a number of seconds"))?;
+            // A negative or absurd lifetime is clamped (1e9 s is 31 years).
             lifetimes.push(Duration::from_secs_f64(seconds.clamp(0.0, 1e9)));
         }
         // An opaque access token is fine; a JWT's own expiry also bounds the cache.
-        if let Ok(expires_at) = jwt::expiry("access_token", &access_token) {
-            lifetimes.push(expires_at.duration_since(now).unwrap_or_default());
+        match jwt::expiry("access_token", &access_token) {
+            Ok(expires_at) => lifetimes.push(expires_at.duration_since(now).unwrap_or_default()),
+            Err(jwt::JwtError::ExpiryOutOfRange { .. }) => {
+                return Err(bad(
+                    "\"access_token\" is a JWT whose \"exp\" is not a representable time",
+                ));
+            }
+            Err(_) => {}
         }
         let cache_duration = lifetimes
             .into_iter()
@@ -197,8 +213,9 @@ impl TokenExchangeBackend {
     }
 }
 
-/// `: error_code (description)` from an OAuth error body, with the subject
-/// token removed in case the endpoint echoes it, and bounded in length.
+/// `: error_code (description)` from an OAuth error body, as remote text
+/// made fit for one line: escaped, capped, and with any long piece of the
+/// subject token removed in case the endpoint echoes it.
 fn oauth_error_detail(body: &[u8], subject_token: &str) -> String {
     let Ok(OAuthError {
         error: Some(code),
@@ -207,13 +224,12 @@ fn oauth_error_detail(body: &[u8], subject_token: &str) -> String {
     else {
         return String::new();
     };
-    let mut detail = format!(": {code}");
+    let clean = |text: &str, limit| cloud_access::logging::clean_text(text, &[subject_token], limit);
+    let mut detail = format!(": {}", clean(&code, MAX_REMOTE_CODE));
     if let Some(description) = error_description.filter(|d| !d.is_empty()) {
-        let cleaned = description.replace(subject_token, "<redacted>");
-        let short: String = cleaned.chars().take(200).collect();
-        detail.push_str(&format!(" ({short})"));
+        detail.push_str(&format!(" ({})", clean(&description, MAX_REMOTE_DESCRIPTION)));
     }
-    detail.replace(subject_token, "<redacted>")
+    detail
 }
 
 impl CredentialBackend for TokenExchangeBackend {
@@ -234,5 +250,10 @@ mod tests {
             ": invalid_grant (token <redacted> is not trusted)"
         );
         assert_eq!(oauth_error_detail(b"<html>nope</html>", "x"), "");
+        let hostile = br#"{"error":"bad\nforged \u001b[31m","error_description":"token JzZWNyZXQtdG9rZW4t was cut"}"#;
+        assert_eq!(
+            oauth_error_detail(hostile, "eyJzZWNyZXQtdG9rZW4tdmFsdWU"),
+            ": bad\\nforged \\u{1b}[31m (token <redacted> was cut)"
+        );
     }
 }

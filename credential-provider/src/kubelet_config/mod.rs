@@ -75,10 +75,28 @@ struct ConfigFile {
     providers: Vec<Provider>,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+/// Far above any real config (a few KB).
+pub const MAX_CONFIG_FILE: u64 = 1 << 20;
+
+/// Deeper `[`/`{` nesting than any config needs (about 4 levels). Checked
+/// before parsing, because the YAML scanner's time grows with the square of
+/// the flow nesting depth.
+pub const MAX_FLOW_DEPTH: usize = 32;
+
+/// The UTF-8 byte order mark some editors put first; neither file format
+/// gives it a meaning, so it is skipped.
+pub const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+#[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {reason}")]
     Read { path: PathBuf, reason: String },
+    #[error("cannot read {0}")]
+    File(#[source] cloud_access::files::FileError),
+    #[error(
+        "{path}: nested more than {MAX_FLOW_DEPTH} levels deep with [ and {{ (line {line}, column {column}): a CredentialProviderConfig nests a few levels; check that this is the right file"
+    )]
+    TooDeep { path: PathBuf, line: usize, column: usize },
     #[error("{path}: no *.json, *.yaml or *.yml files in this directory")]
     EmptyDirectory { path: PathBuf },
     #[error("{path}: {reason}")]
@@ -135,7 +153,7 @@ pub fn load(path: &Path) -> Result<CredentialProviderConfig, ConfigError> {
         sources: Vec::new(),
     };
     for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|e| read_error(&file, e))?;
+        let text = cloud_access::files::read_regular_to_string(&file, MAX_CONFIG_FILE).map_err(ConfigError::File)?;
         for provider in decode(&file, &text)? {
             // kubelet refuses a repeated name while merging, even in one file.
             if let Some(i) = config.providers.iter().position(|p| p.name == provider.name) {
@@ -159,6 +177,14 @@ pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
         path: path.to_owned(),
         reason,
     };
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+    if let Some((line, column)) = too_deep(text) {
+        return Err(ConfigError::TooDeep {
+            path: path.to_owned(),
+            line,
+            column,
+        });
+    }
     // Through YAML's own value first: it refuses duplicate keys, as kubelet does.
     let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|e| syntax(e.to_string()))?;
     let value = serde_json::to_value(yaml).map_err(|e| syntax(e.to_string()))?;
@@ -205,12 +231,102 @@ pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
     Ok(file.providers)
 }
 
+/// Where `[`/`{` nesting first exceeds [`MAX_FLOW_DEPTH`] (line and column,
+/// from 1), in one pass. Brackets in quoted scalars and comments are text;
+/// a quote opens a scalar only where a token starts, as in YAML (so the `'`
+/// of `it's` does not). Block nesting needs indentation, so it cannot grow
+/// deep in a bounded file, and is not counted.
+fn too_deep(text: &str) -> Option<(usize, usize)> {
+    let (mut line, mut column) = (1, 0);
+    let mut depth = 0usize;
+    let mut previous: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    fn advance(c: char, line: &mut usize, column: &mut usize) {
+        if c == '\n' {
+            *line += 1;
+            *column = 0;
+        } else {
+            *column += 1;
+        }
+    }
+    while let Some(c) = chars.next() {
+        advance(c, &mut line, &mut column);
+        let token_start = previous.is_none_or(|p| p.is_whitespace() || matches!(p, '[' | '{' | ',' | ':'));
+        match c {
+            '#' if previous.is_none_or(char::is_whitespace) => while chars.next_if(|&n| n != '\n').is_some() {},
+            '"' if token_start => {
+                while let Some(n) = chars.next() {
+                    advance(n, &mut line, &mut column);
+                    match n {
+                        '\\' => {
+                            if let Some(escaped) = chars.next() {
+                                advance(escaped, &mut line, &mut column);
+                            }
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '\'' if token_start => {
+                while let Some(n) = chars.next() {
+                    advance(n, &mut line, &mut column);
+                    // '' is a quote inside the scalar.
+                    if n == '\'' && chars.next_if_eq(&'\'').is_none() {
+                        break;
+                    }
+                }
+            }
+            '[' | '{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Some((line, column));
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        previous = Some(c);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn decode_text(text: &str) -> Result<Vec<Provider>, ConfigError> {
         decode(Path::new("config.yaml"), text)
+    }
+
+    #[test]
+    fn deep_flow_nesting_is_refused_before_parsing() {
+        let header = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\n";
+        let deep = format!("{header}providers: {}{}\n", "[".repeat(40), "]".repeat(40));
+        match decode_text(&deep).unwrap_err() {
+            ConfigError::TooDeep { line, column, .. } => assert_eq!((line, column), (3, 11 + MAX_FLOW_DEPTH + 1)),
+            other => panic!("unexpected {other:?}"),
+        }
+        // Up to the limit, and brackets in quotes or comments, are fine.
+        let nested = "[".repeat(MAX_FLOW_DEPTH);
+        assert_eq!(too_deep(&format!("{nested}{}", "]".repeat(MAX_FLOW_DEPTH))), None);
+        let texts = [
+            format!("a: \"{nested}[\\\"{nested}\"\n"),
+            format!("a: '{nested}''[{nested}'\n"),
+            format!("a: x # {nested}{nested}\n"),
+        ];
+        for text in texts {
+            assert_eq!(too_deep(&text), None, "{text}");
+        }
+        // The ' of a word opens no quote, nor is a # inside a word a comment.
+        assert!(too_deep(&format!("a: [it's, {nested}]\n")).is_some());
+        assert!(too_deep(&format!("a: x#{nested}[")).is_some());
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let yaml = "\u{FEFF}apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders: []\n";
+        assert!(decode_text(yaml).unwrap().is_empty());
     }
 
     #[test]

@@ -21,6 +21,12 @@ pub enum Behaviour {
     ThrottleThenSucceed(usize),
     /// ExpiredTokenException on every call.
     ExpiredCredentials,
+    /// A token whose `expiresAt` is far beyond any representable time.
+    HugeExpiry,
+    /// An error whose code and message carry a newline, ANSI escapes and a megabyte.
+    Hostile,
+    /// STS refuses the web identity token, echoing it cut short in the message.
+    StsEchoesToken,
 }
 
 #[derive(Clone)]
@@ -73,7 +79,7 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, Json(serde_json::json!({"__type": code, "message": message}))).into_response()
 }
 
-async fn handle(State(state): State<FakeState>, headers: HeaderMap) -> Response {
+async fn handle(State(state): State<FakeState>, headers: HeaderMap, body: String) -> Response {
     let header = |name: &str| {
         headers
             .get(name)
@@ -85,6 +91,17 @@ async fn handle(State(state): State<FakeState>, headers: HeaderMap) -> Response 
     let authorization = header("authorization");
     state.seen.lock().unwrap().push((target.clone(), authorization.clone()));
     let call = state.calls.fetch_add(1, Ordering::SeqCst);
+    if state.behaviour == Behaviour::StsEchoesToken {
+        let token = url::form_urlencoded::parse(body.as_bytes())
+            .find(|(k, _)| k == "WebIdentityToken")
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default();
+        let cut = &token[..token.len().saturating_sub(3)];
+        let xml = format!(
+            "<ErrorResponse><Error><Code>InvalidIdentityToken</Code><Message>Token {cut} is not valid</Message></Error></ErrorResponse>"
+        );
+        return (StatusCode::BAD_REQUEST, xml).into_response();
+    }
     if !authorization.starts_with("AWS4-HMAC-SHA256 Credential=") {
         return error(
             StatusCode::FORBIDDEN,
@@ -122,6 +139,17 @@ async fn handle(State(state): State<FakeState>, headers: HeaderMap) -> Response 
             Json(serde_json::json!({"authorizationData": [{"authorizationToken": token, "expiresAt": expires, "proxyEndpoint": "https://x"}]}))
                 .into_response()
         }
+        Behaviour::HugeExpiry => {
+            let token = base64::engine::general_purpose::STANDARD.encode("AWS:huge-expiry");
+            Json(serde_json::json!({"authorizationData": [{"authorizationToken": token, "expiresAt": 1e300}]}))
+                .into_response()
+        }
+        Behaviour::Hostile => error(
+            StatusCode::BAD_REQUEST,
+            "AccessDenied\nE1130 forged \u{1b}[31m",
+            &format!("denied\n{}", "y".repeat(1 << 20)),
+        ),
+        Behaviour::StsEchoesToken => unreachable!("answered above"),
         Behaviour::ExpiredCredentials => error(
             StatusCode::BAD_REQUEST,
             "ExpiredTokenException",

@@ -3,11 +3,13 @@
 #![allow(dead_code)]
 
 pub mod aws_fake;
+pub mod proxy;
 pub mod token_server;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -41,12 +43,65 @@ pub fn run_with_env(args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output
         .expect("spawn cloud-credential-provider");
     // A plugin that exits before reading stdin closes the pipe: not a failure.
     let _ = child.stdin.take().expect("stdin").write_all(stdin);
-    let out = child.wait_with_output().expect("wait for cloud-credential-provider");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    // kubelet kills a plugin after a minute; a test waits less, so that a
+    // hang (a FIFO read, say) fails the test instead of stalling the suite.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for cloud-credential-provider") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cloud-credential-provider {args:?} did not finish within 30s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     Output {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+        status: status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out_reader.join().unwrap()).expect("utf-8 stdout"),
+        stderr: String::from_utf8(err_reader.join().unwrap()).expect("utf-8 stderr"),
     }
+}
+
+/// Asserts a failure as kubelet sees it: exit 1, nothing on stdout, one line
+/// on stderr without control characters, containing `want`.
+pub fn assert_one_line_failure(what: &str, out: &Output, want: &str) {
+    assert_eq!(out.status, 1, "{what}: {}", out.stderr);
+    assert!(out.stdout.is_empty(), "{what}: stdout on failure: {}", out.stdout);
+    assert_eq!(out.stderr.lines().count(), 1, "{what}: {:?}", out.stderr);
+    let line = out.stderr.trim_end_matches('\n');
+    assert!(
+        !line.chars().any(char::is_control),
+        "{what}: control characters: {line:?}"
+    );
+    assert!(line.contains(want), "{what}: {line:?} should contain {want:?}");
+}
+
+/// Asserts that no long piece of a JWT's payload or signature, each a
+/// secret on its own, appears in `text`.
+pub fn assert_no_piece_of(token: &str, text: &str) {
+    for part in token.split('.').skip(1) {
+        let piece = &part[..part.len().min(40)];
+        assert!(!text.contains(piece), "a piece of the token leaked: {text}");
+    }
+}
+
+pub fn mkfifo(path: &std::path::Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("run mkfifo");
+    assert!(status.success());
 }
 
 pub fn request(version: &str, image: &str, token: Option<&str>) -> Vec<u8> {

@@ -29,6 +29,11 @@ pub const OPAQUE_TOKEN: &str = "opaque-registry-token-5f2b9c";
 
 impl TokenServer {
     pub fn start() -> Self {
+        Self::start_on("127.0.0.1:0")
+    }
+
+    /// A server on `bind` (such as `[::1]:0`).
+    pub fn start_on(bind: &str) -> Self {
         let received: Received = Arc::default();
         let app = Router::new()
             .route("/jwt", post(jwt_token))
@@ -38,8 +43,12 @@ impl TokenServer {
             .route("/slow", post(slow))
             .route("/garbage", post(garbage))
             .route("/no-token", post(no_token))
+            .route("/huge-exp", post(huge_exp))
+            .route("/expires-in-string", post(expires_in_string))
+            .route("/hostile", post(hostile))
+            .route("/huge-error", post(huge_error))
             .with_state(received.clone());
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let listener = std::net::TcpListener::bind(bind).expect("bind loopback");
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || {
@@ -134,4 +143,39 @@ async fn garbage(State(r): State<Received>, Form(form): Form<HashMap<String, Str
 async fn no_token(State(r): State<Received>, Form(form): Form<HashMap<String, String>>) -> Response {
     let _ = check(&r, &form);
     Json(serde_json::json!({"token_type": "Bearer", "expires_in": 60})).into_response()
+}
+
+/// An access token whose `exp` does not fit in a signed 64-bit count of seconds.
+async fn huge_exp(State(r): State<Received>, Form(form): Form<HashMap<String, String>>) -> Response {
+    let _ = check(&r, &form);
+    let token = super::jwt(&serde_json::json!({"exp": 1u64 << 63, "sub": "robot"}));
+    Json(serde_json::json!({"access_token": token, "expires_in": 600})).into_response()
+}
+
+/// `expires_in` as a string, as some servers send it.
+async fn expires_in_string(State(r): State<Received>, Form(form): Form<HashMap<String, String>>) -> Response {
+    if let Some(e) = check(&r, &form) {
+        return e;
+    }
+    Json(serde_json::json!({"access_token": OPAQUE_TOKEN, "expires_in": "3600"})).into_response()
+}
+
+/// A refusal written to spoil a log: a code with a newline and ANSI escapes,
+/// and a description that echoes the subject token cut short.
+async fn hostile(State(r): State<Received>, Form(form): Form<HashMap<String, String>>) -> Response {
+    let _ = check(&r, &form);
+    let subject = form.get("subject_token").cloned().unwrap_or_default();
+    let cut = &subject[..subject.len() - 3];
+    let body = serde_json::json!({
+        "error": "invalid_grant\nE1130 12:00:00 fake kubelet line \u{1b}[31mred",
+        "error_description": format!("token {cut}... rejected"),
+    });
+    (StatusCode::BAD_REQUEST, Json(body)).into_response()
+}
+
+/// A 5 MB `error` code.
+async fn huge_error(State(r): State<Received>, Form(form): Form<HashMap<String, String>>) -> Response {
+    let _ = check(&r, &form);
+    let body = serde_json::json!({"error": "x".repeat(5 << 20)});
+    (StatusCode::BAD_REQUEST, Json(body)).into_response()
 }

@@ -1,0 +1,76 @@
+//! Command-line mistakes reach kubelet's log as one line each: kubelet logs
+//! the plugin's stderr, and a usage text over several lines reads as several
+//! unrelated log entries.
+
+mod common;
+
+use common::{assert_one_line_failure, request, run, run_with_env};
+
+#[test]
+fn flag_errors_are_one_line_naming_the_flag() {
+    let stdin = request("v1", "registry.example.com/app", None);
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["static", "--docker-config", "c.json", "--cache-duration=abc"],
+            "--cache-duration",
+        ),
+        (
+            &[
+                "token-exchange",
+                "--token-endpoint",
+                "http://127.0.0.1/t",
+                "--timeout=51s",
+            ],
+            "--timeout",
+        ),
+        (&["token-exchange"], "--token-endpoint"),
+        (&["static", "--docker-config", "c.json", "--bogus"], "--bogus"),
+        (
+            &[
+                "static",
+                "--docker-config",
+                "c.json",
+                "--cache-duration",
+                "1m\nE1130 12:00:00 forged",
+            ],
+            "--cache-duration",
+        ),
+        (&[], "subcommand"),
+        (&["no-such-backend"], "no-such-backend"),
+    ];
+    for (args, want) in cases {
+        let out = run(args, &stdin);
+        assert_one_line_failure(&format!("{args:?}"), &out, want);
+        assert!(out.stderr.starts_with("cloud-credential-provider: "), "{}", out.stderr);
+    }
+    // A value from the provider's env is reported the same way.
+    let out = run_with_env(
+        &["token-exchange", "--token-endpoint", "http://127.0.0.1/t"],
+        &stdin,
+        &[("CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", "51s")],
+    );
+    assert_one_line_failure("timeout from env", &out, "--timeout");
+}
+
+#[test]
+fn a_password_in_an_endpoint_flag_is_not_echoed() {
+    let out = run(
+        &[
+            "token-exchange",
+            "--token-endpoint",
+            "https://user:hunter2@sts.example.com/token",
+        ],
+        &request("v1", "registry.example.com/app", None),
+    );
+    assert_one_line_failure("userinfo", &out, "--token-endpoint");
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+}
+
+#[test]
+fn help_and_version_still_succeed() {
+    let out = run(&["--help"], b"");
+    assert_eq!(out.status, 0);
+    assert!(out.stdout.contains("token-exchange"), "{}", out.stdout);
+    let out = run(&["--version"], b"");
+    assert_eq!(out.status, 0);
+}
