@@ -3,7 +3,7 @@
 //! kubelet's `validateNodeIP`, cloud-provider `GetNodeAddressesFromNodeIP`).
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
@@ -38,32 +38,130 @@ pub enum NodeIpError {
     NoCloudAddresses,
 }
 
-/// Go's `ParseIPSloppy`: also accepts IPv4 octets with leading zeros, read
-/// as decimal.
+/// k8s.io/utils' `ParseIPSloppy`, which kubelet and the CCM parse every
+/// node IP with: Go 1.16's `net.ParseIP`, which reads IPv4 octets with
+/// leading zeros as decimal (`010.1.2.3` is 10.1.2.3) and allows IPv6 groups
+/// of more than four digits when their value fits (`abcd::01234`), and
+/// refuses zones (`fe80::1%eth0`) and prefixes (`1.2.3.4/32`). An IPv4-mapped
+/// IPv6 address comes back as IPv4: Go's `net.IP` makes no difference
+/// between the two (`String`, `Equal`, the family, loopback and the rest).
 pub fn parse_ip_sloppy(text: &str) -> Option<IpAddr> {
-    if let Ok(ip) = text.parse::<IpAddr>() {
-        return Some(ip);
-    }
-    let octets: Vec<&str> = text.split('.').collect();
-    if octets.len() != 4 {
-        return None;
-    }
-    let mut bytes = [0u8; 4];
-    for (byte, octet) in bytes.iter_mut().zip(&octets) {
-        if octet.is_empty() || octet.len() > 3 || !octet.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        *byte = octet.parse().ok()?;
-    }
-    Some(IpAddr::V4(Ipv4Addr::from(bytes)))
+    let ip = match text.bytes().find(|b| matches!(b, b'.' | b':'))? {
+        b'.' => IpAddr::V4(go_ipv4(text)?),
+        _ => IpAddr::V6(go_ipv6(text)?),
+    };
+    Some(ip.to_canonical())
 }
 
-fn parse_node_ips(value: &str, sloppy: bool) -> Result<Vec<IpAddr>, NodeIpError> {
+/// Go's `dtoi`/`xtoi`: the number at the start of `s` in `radix`, and how
+/// many bytes it took; `None` without a digit or from 0xFFFFFF up.
+fn go_number(s: &[u8], radix: u32) -> Option<(u32, usize)> {
+    let mut n = 0u32;
+    let mut taken = 0;
+    for digit in s.iter().map_while(|&b| char::from(b).to_digit(radix)) {
+        n = n * radix + digit;
+        taken += 1;
+        if n >= 0xFF_FFFF {
+            return None;
+        }
+    }
+    (taken > 0).then_some((n, taken))
+}
+
+fn go_ipv4(s: &str) -> Option<Ipv4Addr> {
+    let mut s = s.as_bytes();
+    let mut octets = [0u8; 4];
+    for (i, octet) in octets.iter_mut().enumerate() {
+        if i > 0 {
+            s = s.strip_prefix(b".")?;
+        }
+        let (n, taken) = go_number(s, 10)?;
+        *octet = u8::try_from(n).ok()?;
+        s = &s[taken..];
+    }
+    s.is_empty().then(|| Ipv4Addr::from(octets))
+}
+
+fn go_ipv6(text: &str) -> Option<Ipv6Addr> {
+    let mut s = text.as_bytes();
+    let mut ip = [0u8; 16];
+    let mut ellipsis = None;
+    if let Some(rest) = s.strip_prefix(b"::") {
+        ellipsis = Some(0);
+        s = rest;
+        if s.is_empty() {
+            return Some(Ipv6Addr::UNSPECIFIED);
+        }
+    }
+    let mut i = 0;
+    while i < 16 {
+        let (n, taken) = go_number(s, 16)?;
+        if n > 0xFFFF {
+            return None;
+        }
+        if s.get(taken) == Some(&b'.') {
+            // A trailing IPv4 address, in the last four bytes or after `::`.
+            if (ellipsis.is_none() && i != 12) || i + 4 > 16 {
+                return None;
+            }
+            let v4 = go_ipv4(std::str::from_utf8(s).ok()?)?;
+            ip[i..i + 4].copy_from_slice(&v4.octets());
+            s = &[];
+            i += 4;
+            break;
+        }
+        ip[i..i + 2].copy_from_slice(&(n as u16).to_be_bytes());
+        i += 2;
+        s = &s[taken..];
+        if s.is_empty() {
+            break;
+        }
+        if s[0] != b':' || s.len() == 1 {
+            return None;
+        }
+        s = &s[1..];
+        if s[0] == b':' {
+            if ellipsis.is_some() {
+                return None;
+            }
+            ellipsis = Some(i);
+            s = &s[1..];
+            if s.is_empty() {
+                break;
+            }
+        }
+    }
+    if !s.is_empty() {
+        return None;
+    }
+    match ellipsis {
+        Some(at) if i < 16 => {
+            // Move what follows the `::` to the end; zeros in between.
+            let shift = 16 - i;
+            ip.copy_within(at..i, at + shift);
+            ip[at..at + shift].fill(0);
+        }
+        None if i < 16 => return None,
+        // `::` must stand for at least one group.
+        Some(_) => return None,
+        None => {}
+    }
+    Some(Ipv6Addr::from(ip))
+}
+
+/// component-helpers' `parseNodeIP`: the addresses, and (when `sloppy`, as
+/// for kubelet's flag) the entries it could not parse and ignored.
+fn parse_node_ips(value: &str, sloppy: bool) -> Result<(Vec<IpAddr>, Vec<String>), NodeIpError> {
     let mut ips = Vec::new();
+    let mut ignored = Vec::new();
     if !(sloppy && value.is_empty()) {
         for part in value.split(',') {
             let part = if sloppy { part.trim() } else { part };
-            ips.push(parse_ip_sloppy(part).ok_or_else(|| NodeIpError::Unparsable(part.to_owned()))?);
+            match parse_ip_sloppy(part) {
+                Some(ip) => ips.push(ip),
+                None if sloppy => ignored.push(part.to_owned()),
+                None => return Err(NodeIpError::Unparsable(part.to_owned())),
+            }
         }
     }
     if ips.len() > 2 || (ips.len() == 2 && ips[0].is_ipv6() == ips[1].is_ipv6()) {
@@ -72,17 +170,19 @@ fn parse_node_ips(value: &str, sloppy: bool) -> Result<Vec<IpAddr>, NodeIpError>
     if ips.len() == 2 && ips.iter().any(IpAddr::is_unspecified) {
         return Err(NodeIpError::UnspecifiedInPair);
     }
-    Ok(ips)
+    Ok((ips, ignored))
 }
 
-/// kubelet's `--node-ip` parsing with `--cloud-provider=external`.
-pub fn parse_node_ip_argument(value: &str) -> Result<Vec<IpAddr>, NodeIpError> {
+/// kubelet's `--node-ip` parsing with `--cloud-provider=external`: the
+/// addresses, and the entries kubelet logs as "Could not parse some node
+/// IP(s), ignoring them" (empty ones too) and carries on without.
+pub fn parse_node_ip_argument(value: &str) -> Result<(Vec<IpAddr>, Vec<String>), NodeIpError> {
     parse_node_ips(value, true)
 }
 
 /// The CCM's strict parsing of the `alpha.kubernetes.io/provided-node-ip` annotation.
 pub fn parse_node_ip_annotation(value: &str) -> Result<Vec<IpAddr>, NodeIpError> {
-    parse_node_ips(value, false)
+    parse_node_ips(value, false).map(|(ips, _)| ips)
 }
 
 /// Why kubelet refuses `ip` as a node IP, if it does (`validateNodeIP`,
@@ -105,11 +205,19 @@ pub fn kubelet_rejects(ip: &IpAddr) -> Option<&'static str> {
     }
 }
 
-/// The annotation kubelet writes for a `--node-ip` value: only for a real
-/// first address, not for `0.0.0.0` or `::` (or no flag).
-pub fn provided_node_ip_annotation(node_ips: &[IpAddr], raw: &str) -> Option<String> {
+/// The annotation kubelet writes for its parsed `--node-ips`: only for a
+/// real first address, not for `0.0.0.0` or `::` (or no flag), and as Go's
+/// `ip.String()` (IPv6 lowercased and shortened), not as typed.
+pub fn provided_node_ip_annotation(node_ips: &[IpAddr]) -> Option<String> {
     match node_ips.first() {
-        Some(first) if !first.is_unspecified() => Some(raw.replace(' ', "")),
+        Some(first) if !first.is_unspecified() => Some(
+            node_ips
+                .iter()
+                .filter(|ip| !ip.is_unspecified())
+                .map(IpAddr::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         _ => None,
     }
 }
@@ -146,6 +254,9 @@ pub enum Verdict {
     Initializes {
         annotation: Option<String>,
         addresses: Vec<NodeAddress>,
+        /// `--node-ip` entries kubelet cannot parse, logs and ignores.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        ignored: Vec<String>,
     },
     /// kubelet itself refuses the flag and does not start.
     KubeletRefuses { reason: String },
@@ -156,8 +267,8 @@ pub enum Verdict {
 /// kubelet's parsing, then the CCM's node initialization, for a node
 /// started with `--node-ip=node_ip` on an instance with `cloud` addresses.
 pub fn simulate(node_ip: &str, cloud: &[NodeAddress]) -> Verdict {
-    let node_ips = match parse_node_ip_argument(node_ip) {
-        Ok(ips) => ips,
+    let (node_ips, ignored) = match parse_node_ip_argument(node_ip) {
+        Ok(parsed) => parsed,
         Err(e) => {
             return Verdict::KubeletRefuses {
                 reason: format!("--node-ip {node_ip:?}: {e}"),
@@ -179,16 +290,18 @@ pub fn simulate(node_ip: &str, cloud: &[NodeAddress]) -> Verdict {
             reason: NodeIpError::NoCloudAddresses.to_string(),
         };
     }
-    let annotation = provided_node_ip_annotation(&node_ips, node_ip);
+    let annotation = provided_node_ip_annotation(&node_ips);
     match &annotation {
         None => Verdict::Initializes {
             annotation,
             addresses: cloud.to_vec(),
+            ignored,
         },
         Some(value) => match addresses_from_node_ip(value, cloud) {
             Ok(addresses) => Verdict::Initializes {
                 annotation: annotation.clone(),
                 addresses,
+                ignored,
             },
             Err(e) => Verdict::StaysTainted {
                 reason: format!("provided node ip for node is not valid: {e}"),
@@ -287,7 +400,6 @@ mod tests {
             "abcd::1,abcd::2",
             "0.0.0.0,::1",
             "1.2.3.4,abcd::1,5.6.7.8",
-            "nope",
             "127.0.0.1",
             "169.254.1.1",
             "fe80::1",
@@ -295,16 +407,99 @@ mod tests {
         ] {
             assert!(refused(bad), "{bad}");
         }
-        assert_eq!(parse_node_ip_argument(" 1.2.3.4 , abcd::1 ").unwrap().len(), 2);
+        assert_eq!(parse_node_ip_argument(" 1.2.3.4 , abcd::1 ").unwrap().0.len(), 2);
         assert_eq!(
-            parse_node_ip_argument("010.001.002.003").unwrap(),
+            parse_node_ip_argument("010.001.002.003").unwrap().0,
             ["10.1.2.3".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(
+            parse_node_ip_argument("1.2.3.4, nope,").unwrap().1,
+            ["nope", ""],
+            "ignored entries are reported, trimmed"
         );
         assert!(
             parse_node_ip_annotation("1.2.3.4, abcd::1").is_err(),
             "the annotation is parsed strictly"
         );
         assert!(parse_node_ip_annotation("").is_err());
+    }
+
+    /// What kubelet (component-helpers `ParseNodeIPArgument`, which ignores
+    /// what `ParseIPSloppy` cannot parse; the `NodeAddress` setter writing
+    /// `ip.String()`) and the CCM (`GetNodeAddressesFromNodeIP`, matching
+    /// with `net.IP.Equal`) do with odd `--node-ip` values, on KEP-3705's
+    /// cloud: `ok ANNOTATION ADDRESSES`, `refused` or `stuck`.
+    #[test]
+    fn odd_node_ip_values_as_kubelet_reads_them() {
+        let all = "- 1.2.3.4 5.6.7.8 abcd::1234 abcd::5678";
+        let table = [
+            // Empty and unparsable entries are logged and ignored, not fatal.
+            ("1.2.3.4,", "1.2.3.4 1.2.3.4"),
+            (",1.2.3.4", "1.2.3.4 1.2.3.4"),
+            ("1.2.3.4,,abcd::1234", "1.2.3.4,abcd::1234 1.2.3.4 abcd::1234"),
+            (" 1.2.3.4 , abcd::1234 ", "1.2.3.4,abcd::1234 1.2.3.4 abcd::1234"),
+            ("fe80::1%eth0", all),
+            ("1.2.3.4/32", all),
+            ("nope", all),
+            (",", all),
+            ("1.2.3.4,nope,abcd::1234", "1.2.3.4,abcd::1234 1.2.3.4 abcd::1234"),
+            ("1.2.3.4%eth0,abcd::1234", "abcd::1234 abcd::1234"),
+            // The annotation is ip.String(): IPv4-mapped IPv6 as IPv4,
+            // leading zeros read as decimal (ParseIPSloppy), IPv6 lowercased
+            // and shortened.
+            ("::ffff:1.2.3.4", "1.2.3.4 1.2.3.4"),
+            ("01.2.3.4", "1.2.3.4 1.2.3.4"),
+            ("001.002.003.004", "1.2.3.4 1.2.3.4"),
+            ("0000001.2.3.4", "1.2.3.4 1.2.3.4"),
+            ("ABCD::1234", "abcd::1234 abcd::1234"),
+            ("abcd:0:0:0:0:0:0:1234", "abcd::1234 abcd::1234"),
+            ("abcd::01234", "abcd::1234 abcd::1234"),
+            ("::ffff:1.2.3.4,ABCD::1234", "1.2.3.4,abcd::1234 1.2.3.4 abcd::1234"),
+            ("::ffff:0.0.0.0", all),
+            // An IPv4-mapped address is IPv4: no pair with an IPv4 address.
+            ("::ffff:1.2.3.4,5.6.7.8", "refused"),
+            ("::ffff:127.0.0.1", "refused"),
+            ("256.1.2.3", all),
+            ("1.2.3", all),
+            ("1.2.3.4.5", all),
+            ("abcd::1234::1", all),
+            ("::ffff:01.2.3.4", "1.2.3.4 1.2.3.4"),
+            ("9.10.11.12,", "stuck"),
+            ("::1.2.3.4", "stuck"),
+        ];
+        let cloud = kep_3705_cloud();
+        for (node_ip, want) in table {
+            let got = match simulate(node_ip, &cloud) {
+                Verdict::Initializes {
+                    annotation, addresses, ..
+                } => {
+                    let mut words = vec![annotation.unwrap_or_else(|| "-".into())];
+                    words.extend(addresses.into_iter().map(|a| a.address));
+                    words.join(" ")
+                }
+                Verdict::KubeletRefuses { .. } => "refused".into(),
+                Verdict::StaysTainted { .. } => "stuck".into(),
+            };
+            assert_eq!(got, want, "--node-ip {node_ip:?}");
+        }
+    }
+
+    /// The CCM parses the cloud's addresses sloppily too, and compares with
+    /// `net.IP.Equal`, for which ::ffff:1.2.3.4 and 1.2.3.4 are the same.
+    #[test]
+    fn cloud_addresses_compare_as_go_ips() {
+        for (listed, node_ip) in [
+            ("1.2.3.4", "::ffff:1.2.3.4"),
+            ("::ffff:1.2.3.4", "1.2.3.4"),
+            ("01.2.3.4", "1.2.3.4"),
+            ("ABCD::1234", "abcd::1234"),
+        ] {
+            let cloud = vec![
+                NodeAddress::new("InternalIP", listed),
+                NodeAddress::new("InternalIP", "5.6.7.8"),
+            ];
+            assert_eq!(addresses(&simulate(node_ip, &cloud)), [listed], "{listed} vs {node_ip}");
+        }
     }
 
     #[test]

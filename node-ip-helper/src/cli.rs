@@ -57,11 +57,15 @@ pub struct DetectCommand {
 #[derive(Debug, Args)]
 pub struct WriteCommand {
     /// Environment file for kubelet (systemd EnvironmentFile), e.g.
-    /// /run/node-ip-helper/kubelet.env; it sets NODE_IP_HELPER_KUBELET_ARGS.
+    /// /run/node-ip-helper/kubelet.env; it sets NODE_IP_HELPER_NODE_IPS and
+    /// the others. Only a regular file or a missing path is written; a
+    /// symbolic link to a regular file is followed (the file replaced, the
+    /// link kept); a device, FIFO, directory or dangling link is refused.
     #[arg(long, env = "NODE_IP_HELPER_ENV_FILE", value_name = "PATH")]
     pub env_file: PathBuf,
     /// Keep the first choice across reboots, recorded in this file, for as
-    /// long as its addresses are still usable on the host.
+    /// long as its addresses are still usable on the host (written as
+    /// --env-file is).
     #[arg(long, env = "NODE_IP_HELPER_STICKY", value_name = "FILE")]
     pub sticky: Option<PathBuf>,
     #[command(flatten)]
@@ -83,7 +87,9 @@ pub struct DetectArgs {
     pub ip_family: IpFamilyPolicy,
     #[command(flatten)]
     pub filters: FilterArgs,
-    /// Also pass --hostname-override, with the node name taken from here.
+    /// Also pass --hostname-override, with the node name taken from here:
+    /// trimmed and lowercased as kubelet does, and refused unless it is a
+    /// valid node name (a DNS-1123 subdomain).
     #[arg(long, env = "NODE_IP_HELPER_NODE_NAME_FROM", value_enum)]
     pub node_name_from: Option<NodeNameFrom>,
 }
@@ -188,7 +194,8 @@ pub struct CheckCommand {
     #[arg(long, env = "NODE_IP_HELPER_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// The instance's addresses as the cloud reports them: a JSON array of
-    /// {"type": "InternalIP", "address": "10.0.0.5"} as in Node.status.addresses.
+    /// {"type": "InternalIP", "address": "10.0.0.5"} as in
+    /// Node.status.addresses (a regular file of at most 1 MiB).
     #[arg(long, env = "NODE_IP_HELPER_CLOUD_ADDRESSES", value_name = "FILE")]
     pub cloud_addresses: Option<PathBuf>,
     /// With --node, on the node itself: read the cloud's addresses from this

@@ -1,11 +1,14 @@
 //! Handing the choice to kubelet: an environment file written atomically
 //! and only when its content changes, and an optional sticky record of the
-//! first choice.
+//! first choice. Only a regular file (or a missing path) is ever replaced;
+//! a symbolic link to a regular file is followed (the file is replaced, the
+//! link kept), and a device, FIFO, directory or dangling link is refused
+//! without blocking.
 
-use std::io::Write;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use cloud_access::files::{self, FileError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,42 +17,26 @@ pub enum WriteOutcome {
     Unchanged,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum FileError {
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path} has no parent directory to write it in")]
-    NoParent { path: PathBuf },
+/// Both files are small; anything larger is not ours and is replaced.
+const LIMIT: u64 = 64 * 1024;
+
+/// Root reads them (systemd, kubelet); nobody else needs to.
+const MODE: u32 = 0o600;
+
+/// Refuses, before anything is written, a path that [`write_if_changed`]
+/// would refuse.
+pub fn check_writable(path: &Path) -> Result<(), FileError> {
+    files::write_target(path).map(drop)
 }
 
 /// Replaces `path` with `content` through a temporary file in the same
 /// directory and a rename, so a reader (or a crash) never sees half a file.
 /// Leaves the file alone (and its mtime) when the content is the same.
 pub fn write_if_changed(path: &Path, content: &[u8]) -> Result<WriteOutcome, FileError> {
-    if std::fs::read(path).is_ok_and(|existing| existing == content) {
+    if files::read_regular(path, LIMIT).is_ok_and(|existing| existing == content) {
         return Ok(WriteOutcome::Unchanged);
     }
-    let error = |source| FileError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(dir) if dir.as_os_str().is_empty() => Path::new("."),
-        Some(dir) => dir,
-        None => return Err(FileError::NoParent { path: path.to_owned() }),
-    };
-    std::fs::create_dir_all(dir).map_err(error)?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".node-ip-helper-")
-        .tempfile_in(dir)
-        .map_err(error)?;
-    temp.write_all(content).map_err(error)?;
-    temp.as_file().sync_all().map_err(error)?;
-    temp.persist(path).map_err(|e| error(e.error))?;
+    files::write_atomically(path, content, MODE)?;
     Ok(WriteOutcome::Written)
 }
 
@@ -63,7 +50,7 @@ pub struct StickyChoice {
 /// The recorded choice, or `None` when there is none or it cannot be read
 /// (then a new choice is made and recorded).
 pub fn read_sticky(path: &Path) -> Option<StickyChoice> {
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = files::read_regular(path, LIMIT).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -98,6 +85,31 @@ mod tests {
         std::fs::write(&blocker, b"x").unwrap();
         let err = write_if_changed(&blocker.join("kubelet.env"), b"A=1").unwrap_err();
         assert!(err.to_string().contains("kubelet.env"), "{err}");
+    }
+
+    #[test]
+    fn a_device_or_dangling_link_is_never_replaced() {
+        use std::os::unix::fs::{FileTypeExt, symlink};
+        let dir = tempfile::tempdir().unwrap();
+        // A private node for the null device: a regression replaces this, not /dev/null.
+        let null = dir.path().join("null");
+        let made = std::process::Command::new("mknod")
+            .arg(&null)
+            .args(["c", "1", "3"])
+            .status()
+            .unwrap();
+        assert!(made.success(), "mknod needs root");
+        let to_null = dir.path().join("to-null.env");
+        symlink(&null, &to_null).unwrap();
+        let dangling = dir.path().join("dangling.env");
+        symlink(dir.path().join("missing"), &dangling).unwrap();
+        for path in [&null, &to_null, &dangling] {
+            let error = write_if_changed(path, b"A=1\n").unwrap_err();
+            assert!(error.to_string().contains(&*path.to_string_lossy()), "{error}");
+        }
+        assert!(std::fs::symlink_metadata(&null).unwrap().file_type().is_char_device());
+        assert!(std::fs::symlink_metadata(&to_null).unwrap().file_type().is_symlink());
+        assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink());
     }
 
     #[test]

@@ -31,8 +31,11 @@ pub enum Error {
     Host(#[from] host::HostError),
     #[error(transparent)]
     NoAddress(#[from] NoAddress),
-    #[error(transparent)]
-    File(#[from] envfile::FileError),
+    #[error("{flag} {source}")]
+    File {
+        flag: &'static str,
+        source: cloud_access::files::FileError,
+    },
     #[error("cannot read the hostname from /proc/sys/kernel/hostname: {0}")]
     Hostname(std::io::Error),
     #[error(transparent)]
@@ -47,6 +50,8 @@ pub enum Error {
     PrivateDns { instance: String, reason: String },
     #[error("cannot load the kubeconfig{}: {reason}", .path.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
     Kubeconfig { path: Option<String>, reason: String },
+    #[error("cannot load --kubeconfig {0}")]
+    KubeconfigFile(cloud_access::files::FileError),
     #[error("cannot read Node {name}: {reason}")]
     ReadNode { name: String, reason: String },
     #[error("--node-name-from {wanted}: the {from} source has no {what}; use --source {hint}")]
@@ -56,6 +61,16 @@ pub enum Error {
         what: &'static str,
         hint: &'static str,
     },
+    #[error(
+        "--node-name-from {flag}: {what} {invalid}; fix the name where it comes from, or choose another --node-name-from"
+    )]
+    InvalidNodeName {
+        flag: &'static str,
+        what: String,
+        invalid: cloud_access::metadata::InvalidNodeName,
+    },
+    #[error("cannot read --cloud-addresses {0}")]
+    CloudAddressesFile(cloud_access::files::FileError),
     #[error("cannot read --cloud-addresses {path}: {reason}")]
     CloudAddresses { path: String, reason: String },
     #[error("cannot write to stdout: {0}")]
@@ -73,6 +88,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Write(command) => {
+            let file_error = |flag| move |source| Error::File { flag, source };
+            // Refuse a bad --sticky before the env file is written.
+            envfile::check_writable(&command.env_file).map_err(file_error("--env-file"))?;
+            if let Some(path) = &command.sticky {
+                envfile::check_writable(path).map_err(file_error("--sticky"))?;
+            }
             let host = host::read_host().await?;
             let observed = observe(&command.detect).await?;
             let filters = filters(&command.detect.filters);
@@ -82,12 +103,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
                 Some(detection) => detection,
                 None => decide(&host, &filters, &command.detect, &observed)?,
             };
-            let outcome = envfile::write_if_changed(&command.env_file, detection.render(OutputFormat::Env).as_bytes())?;
+            let outcome = envfile::write_if_changed(&command.env_file, detection.render(OutputFormat::Env).as_bytes())
+                .map_err(file_error("--env-file"))?;
             if let Some(path) = &command.sticky {
                 let choice = envfile::StickyChoice {
                     node_ips: detection.node_ips.clone(),
                 };
-                envfile::write_sticky(path, &choice)?;
+                envfile::write_sticky(path, &choice).map_err(file_error("--sticky"))?;
             }
             tracing::info!(
                 env_file = %command.env_file.display(),
@@ -245,7 +267,8 @@ pub fn decide(host: &Host, filters: &Filters, args: &DetectArgs, observed: &Obse
     })
 }
 
-/// The `--hostname-override` value, lowercased as kubelet lowercases names.
+/// The `--hostname-override` value: trimmed and lowercased as kubelet does,
+/// and refused unless it is a valid node name, whichever source it came from.
 fn node_name(args: &DetectArgs, observed: &Observed) -> Result<Option<String>, Error> {
     let missing = |wanted, what, hint| Error::NodeName {
         wanted,
@@ -253,10 +276,16 @@ fn node_name(args: &DetectArgs, observed: &Observed) -> Result<Option<String>, E
         what,
         hint,
     };
-    let name = match args.node_name_from {
+    let (flag, what, name) = match args.node_name_from {
         None => return Ok(None),
-        Some(NodeNameFrom::Hostname) => observed.kernel_hostname.clone(),
-        Some(NodeNameFrom::InstanceId) => Some(
+        Some(NodeNameFrom::Hostname) => (
+            "hostname",
+            "the kernel's hostname".to_owned(),
+            observed.kernel_hostname.clone().unwrap_or_default(),
+        ),
+        Some(NodeNameFrom::InstanceId) => (
+            "instance-id",
+            format!("the {} instance ID", observed.source),
             observed
                 .instance
                 .as_ref()
@@ -269,7 +298,9 @@ fn node_name(args: &DetectArgs, observed: &Observed) -> Result<Option<String>, E
                     )
                 })?,
         ),
-        Some(NodeNameFrom::PrivateDns) => Some(
+        Some(NodeNameFrom::PrivateDns) => (
+            "private-dns",
+            "EC2's PrivateDnsName".to_owned(),
             observed
                 .instance
                 .as_ref()
@@ -277,7 +308,9 @@ fn node_name(args: &DetectArgs, observed: &Observed) -> Result<Option<String>, E
                 .ok_or_else(|| missing("private-dns", "private DNS name", "aws"))?,
         ),
     };
-    Ok(name.map(|n| n.to_lowercase()))
+    cloud_access::metadata::node_name(&name)
+        .map(Some)
+        .map_err(|invalid| Error::InvalidNodeName { flag, what, invalid })
 }
 
 /// The recorded choice, if it has the families the policy asks for and
@@ -424,6 +457,9 @@ async fn cloud_addresses_from(source: Source, command: &CheckCommand) -> Result<
         .collect())
 }
 
+/// Kubeconfigs with embedded certificates take a few kilobytes each.
+const KUBECONFIG_LIMIT: u64 = 16 * 1024 * 1024;
+
 async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_openapi::api::core::v1::Node, Error> {
     let config_error = |reason: String| Error::Kubeconfig {
         path: kubeconfig.map(|p| p.display().to_string()),
@@ -431,6 +467,9 @@ async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_openapi:
     };
     let config = match kubeconfig {
         Some(path) => {
+            // Refuse a FIFO or device before kube reads it (again, to resolve
+            // the relative paths in it).
+            cloud_access::files::read_regular(path, KUBECONFIG_LIMIT).map_err(Error::KubeconfigFile)?;
             let file = kube::config::Kubeconfig::read_from(path).map_err(|e| config_error(e.to_string()))?;
             kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
                 .await
@@ -482,12 +521,15 @@ fn describe_node(facts: &live::NodeFacts, diagnosis: &live::Diagnosis) -> String
     text
 }
 
+/// A node's addresses take a few hundred bytes; a bigger file is the wrong one.
+const CLOUD_ADDRESSES_LIMIT: u64 = 1024 * 1024;
+
 fn read_cloud_addresses(path: &Path) -> Result<Vec<ccm::NodeAddress>, Error> {
     let error = |reason: String| Error::CloudAddresses {
         path: path.display().to_string(),
         reason,
     };
-    let bytes = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+    let bytes = cloud_access::files::read_regular(path, CLOUD_ADDRESSES_LIMIT).map_err(Error::CloudAddressesFile)?;
     serde_json::from_slice(&bytes).map_err(|e| {
         error(format!(
             "{e}: expected a JSON array of {{\"type\": ..., \"address\": ...}}"
@@ -497,15 +539,25 @@ fn read_cloud_addresses(path: &Path) -> Result<Vec<ccm::NodeAddress>, Error> {
 
 fn describe(node_ip: &str, verdict: &ccm::Verdict) -> String {
     match verdict {
-        ccm::Verdict::Initializes { annotation, addresses } => {
-            let mut text = match annotation {
+        ccm::Verdict::Initializes {
+            annotation,
+            addresses,
+            ignored,
+        } => {
+            let mut text = String::new();
+            if !ignored.is_empty() {
+                text.push_str(&format!(
+                    "NOTE: kubelet cannot parse {ignored:?} in --node-ip, logs \"Could not parse some node IP(s), ignoring them\" and carries on without\n"
+                ));
+            }
+            text.push_str(&match annotation {
                 Some(value) => format!(
                     "OK: kubelet annotates the node alpha.kubernetes.io/provided-node-ip={value}; the cloud controller manager accepts it, removes the uninitialized taint and sets:\n"
                 ),
                 None => format!(
                     "OK: --node-ip={node_ip:?} sets no provided-node-ip annotation; the cloud controller manager sets every cloud address:\n"
                 ),
-            };
+            });
             for address in addresses {
                 text.push_str(&format!("  {:<12} {}\n", address.kind, address.address));
             }
@@ -526,4 +578,62 @@ fn print(text: &str) -> Result<(), Error> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .map_err(Error::Stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn args(from: &str) -> DetectArgs {
+        match Cli::try_parse_from(["node-ip-helper", "detect", "--node-name-from", from]).map(|c| c.command) {
+            Ok(Command::Detect(command)) => command.detect,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// One check for every source of a node name: the kernel's hostname,
+    /// each cloud's instance ID and EC2's PrivateDnsName (which only EC2's
+    /// API gives, so it is tested here rather than end to end).
+    #[test]
+    fn every_node_name_source_is_validated() {
+        let hostile = "x --authorization-mode=AlwaysAllow --v=10";
+        let instance = Instance {
+            instance_id: Some(hostile.into()),
+            private_dns: Some(hostile.into()),
+            ..Instance::default()
+        };
+        let observed = |source: &str| Observed {
+            source: source.into(),
+            instance: Some(instance.clone()),
+            kernel_hostname: Some(hostile.into()),
+        };
+        for (from, source, what) in [
+            ("hostname", "local", "the kernel's hostname"),
+            ("instance-id", "aws", "the aws instance ID"),
+            ("instance-id", "hetzner", "the hetzner instance ID"),
+            ("private-dns", "aws", "EC2's PrivateDnsName"),
+        ] {
+            let error = node_name(&args(from), &observed(source)).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!(
+                    "--node-name-from {from}: {what} {hostile:?} is not a valid Kubernetes node name"
+                )),
+                "{error}"
+            );
+        }
+        let valid = Observed {
+            source: "aws".into(),
+            instance: Some(Instance {
+                private_dns: Some("IP-10-0-1-25.ec2.internal".into()),
+                ..Instance::default()
+            }),
+            kernel_hostname: None,
+        };
+        assert_eq!(
+            node_name(&args("private-dns"), &valid).unwrap().as_deref(),
+            Some("ip-10-0-1-25.ec2.internal")
+        );
+    }
 }

@@ -70,7 +70,7 @@ impl Detection {
 
     fn env_file(&self) -> String {
         let mut lines = vec![
-            "# Written by node-ip-helper; kubelet reads NODE_IP_HELPER_KUBELET_ARGS.".to_owned(),
+            "# Written by node-ip-helper for kubelet's drop-in (20-node-ip-helper.conf).".to_owned(),
             format!(
                 "{ENV_NODE_IP}={}",
                 quote(&self.node_ips.first().map(IpAddr::to_string).unwrap_or_default())

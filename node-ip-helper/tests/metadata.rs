@@ -312,19 +312,37 @@ fn openstack_config_drive() {
     )
     .unwrap();
     let path = drive.path().to_str().unwrap();
-    let out = ns.helper(&[
-        "detect",
-        "--source",
-        "openstack",
-        "--config-drive",
-        path,
-        "--node-name-from",
-        "instance-id",
-    ]);
+    let with_name = || {
+        ns.helper(&[
+            "detect",
+            "--source",
+            "openstack",
+            "--config-drive",
+            path,
+            "--node-name-from",
+            "instance-id",
+        ])
+    };
+    let out = with_name();
     assert_eq!(out.status, 0, "{}", out.stderr);
     let json: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(ips(&json), ["192.168.10.5"]);
     assert_eq!(json["hostname"], "83679162-1378-4288-a2d4-70e13ec132aa");
+    // The node name is validated as from the metadata service.
+    std::fs::write(
+        drive.path().join("openstack/latest/meta_data.json"),
+        r#"{"uuid": "x --authorization-mode=AlwaysAllow --v=10", "name": "node-a"}"#,
+    )
+    .unwrap();
+    let out = with_name();
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert!(
+        out.stderr.contains(
+            r#"--node-name-from instance-id: the openstack instance ID "x --authorization-mode=AlwaysAllow --v=10" is not a valid Kubernetes node name"#
+        ),
+        "{}",
+        out.stderr
+    );
     let out = ns.helper(&["detect", "--source", "openstack", "--config-drive", "/nonexistent"]);
     assert_eq!(out.status, 1);
     assert!(
@@ -451,4 +469,104 @@ async fn private_dns_name_comes_from_describe_instances() {
         "{stderr}"
     );
     assert!(stderr.contains("ec2:DescribeInstances"), "{stderr}");
+}
+
+/// Node names from metadata end up as `--hostname-override` on kubelet's
+/// command line: a value that is not a Kubernetes node name (a DNS-1123
+/// subdomain) is refused, naming the source and the value (escaped), so
+/// that `x --authorization-mode=AlwaysAllow` can never become a kubelet flag.
+#[test]
+fn node_names_from_every_metadata_source_are_validated() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = "x --authorization-mode=AlwaysAllow --v=10";
+    let scenario = |name: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(
+                common::workspace_root()
+                    .join("tests/data/node-ip-helper/metadata")
+                    .join(name),
+            )
+            .unwrap(),
+        )
+        .unwrap()
+    };
+    let mut cases: Vec<(&str, Value, &str)> = Vec::new();
+    let mut aws = scenario("aws-multi-eni.json");
+    aws["tree"]["latest/meta-data/instance-id"] = hostile.into();
+    cases.push(("aws", aws, hostile));
+    let mut gce = scenario("gce.json");
+    gce["tree"]["computeMetadata/v1/instance/id"] = "4567\t--v=10".into();
+    cases.push(("gce", gce, "4567\t--v=10"));
+    let mut azure = scenario("azure.json");
+    azure["tree"]["metadata/instance"]["compute"]["vmId"] = "02aab8a4 \"--v=10\"".into();
+    cases.push(("azure", azure, "02aab8a4 \"--v=10\""));
+    let mut openstack = scenario("openstack.json");
+    openstack["tree"]["openstack/latest/meta_data.json"]["uuid"] = hostile.into();
+    cases.push(("openstack", openstack, hostile));
+    let mut digitalocean = scenario("digitalocean.json");
+    digitalocean["tree"]["metadata/v1.json"]["droplet_id"] = "droplet_1".into();
+    cases.push(("digitalocean", digitalocean, "droplet_1"));
+    let mut hetzner = scenario("hetzner.json");
+    let yaml = hetzner["tree"]["hetzner/v1/metadata"]
+        .as_str()
+        .unwrap()
+        .replace("instance-id: 42424242", &format!("instance-id: '{hostile}'"));
+    hetzner["tree"]["hetzner/v1/metadata"] = yaml.into();
+    cases.push(("hetzner", hetzner, hostile));
+
+    for (source, tree, value) in cases {
+        let path = dir.path().join(format!("{source}.json"));
+        std::fs::write(&path, tree.to_string()).unwrap();
+        let server = ns.fake_metadata_from(&path);
+        let err = detect(
+            &ns,
+            &server,
+            source,
+            &["--skip-local-check", "--node-name-from", "instance-id"],
+        )
+        .expect_err(source);
+        let escaped = format!("{value:?}");
+        assert!(
+            err.contains(&format!(
+                "--node-name-from instance-id: the {source} instance ID {escaped}"
+            )) && err.contains("is not a valid Kubernetes node name"),
+            "{source}: {err}"
+        );
+    }
+}
+
+/// The same for the kernel's hostname (set in a UTS namespace of its own);
+/// a valid one is lowercased as kubelet lowercases it.
+#[test]
+fn node_names_from_the_hostname_are_validated() {
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.ip("addr add 192.168.10.5/24 dev eth0");
+    let with_hostname = |hostname: &str| {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &ns.name, "unshare", "--uts", "sh", "-c"])
+            .arg(r#"printf %s "$0" > /proc/sys/kernel/hostname && exec "$@""#)
+            .arg(hostname)
+            .arg(env!("CARGO_BIN_EXE_node-ip-helper"))
+            .args(["detect", "--node-name-from", "hostname", "--output", "flags"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, stdout, stderr) = with_hostname("n --v=10");
+    assert_eq!(status, Some(1), "{stdout}");
+    assert!(
+        stderr.contains(
+            r#"--node-name-from hostname: the kernel's hostname "n --v=10" is not a valid Kubernetes node name"#
+        ),
+        "{stderr}"
+    );
+    let (status, stdout, stderr) = with_hostname("Node-A.Example");
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(stdout, "--node-ip=192.168.10.5 --hostname-override=node-a.example\n");
 }

@@ -214,3 +214,65 @@ fn write_is_atomic_changes_only_on_change_and_sticks() {
     let leftovers: Vec<_> = std::fs::read_dir(env_file.parent().unwrap()).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "no temporary files left");
 }
+
+/// `write` replaces only a regular file (or creates a missing one): never a
+/// device (as /dev/null once was), a FIFO (which blocked for ever) or a
+/// dangling link, and it fails before writing anything. A link to a regular
+/// file is followed: the file is replaced, the link kept.
+#[test]
+fn write_refuses_what_is_not_a_regular_file_without_blocking() {
+    use std::os::unix::fs::{FileTypeExt, symlink};
+    let Some(ns) = Netns::new() else { return };
+    ns.nic("eth0");
+    ns.ip("addr add 10.0.0.5/24 dev eth0");
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    common::mkfifo(&fifo);
+    // A private node for the null device: a regression replaces this, not /dev/null.
+    let null = dir.path().join("null");
+    common::sh(&format!("mknod {} c 1 3", null.display()));
+    let to_null = dir.path().join("to-null");
+    symlink(&null, &to_null).unwrap();
+    let dangling = dir.path().join("dangling");
+    symlink(dir.path().join("missing"), &dangling).unwrap();
+    let env = dir.path().join("kubelet.env");
+    let env_path = env.to_str().unwrap();
+    for (flag, bad, kind) in [
+        ("--env-file", &fifo, "is a FIFO"),
+        ("--env-file", &null, "is a character device"),
+        ("--env-file", &to_null, "is a character device"),
+        ("--env-file", &dangling, "symbolic link to a missing file"),
+        ("--sticky", &fifo, "is a FIFO"),
+        ("--sticky", &to_null, "is a character device"),
+        ("--sticky", &dangling, "symbolic link to a missing file"),
+    ] {
+        let bad_path = bad.to_str().unwrap();
+        let args: Vec<&str> = if flag == "--env-file" {
+            vec!["write", "--env-file", bad_path]
+        } else {
+            vec!["write", "--env-file", env_path, "--sticky", bad_path]
+        };
+        let out = ns.helper(&args);
+        assert_eq!(out.status, 1, "{flag} {bad_path}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("{flag} {bad_path}")) && out.stderr.contains(kind),
+            "{flag} {bad_path}: {}",
+            out.stderr
+        );
+        assert!(!env.exists(), "nothing is written when {flag} is refused");
+    }
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&null).unwrap().file_type().is_char_device());
+    for link in [&to_null, &dangling] {
+        assert!(std::fs::symlink_metadata(link).unwrap().file_type().is_symlink());
+    }
+
+    let real = dir.path().join("real.env");
+    std::fs::write(&real, "# old\n").unwrap();
+    let link = dir.path().join("link.env");
+    symlink(&real, &link).unwrap();
+    let out = ns.helper(&["write", "--env-file", link.to_str().unwrap()]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(&real).unwrap().contains("--node-ip=10.0.0.5"));
+}

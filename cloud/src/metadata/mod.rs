@@ -266,6 +266,48 @@ impl MetadataClient {
     }
 }
 
+/// Why a name cannot name a node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{value:?} is not a valid Kubernetes node name: {reason} (a DNS-1123 subdomain: lower case alphanumeric characters, '-' or '.', each part starting and ending with an alphanumeric character)"
+)]
+pub struct InvalidNodeName {
+    /// As given (at most 60 characters of it).
+    pub value: String,
+    pub reason: &'static str,
+}
+
+/// `value` as kubelet names a node from `--hostname-override` (trimmed and
+/// lowercased, as component-helpers' `GetHostname` does), if that is a
+/// valid node name: a DNS-1123 subdomain as apimachinery's
+/// `IsDNS1123Subdomain` checks (like it, no limit on a part's length). Names
+/// from metadata end up on kubelet's command line: anything else (spaces,
+/// quotes, `=`) is refused, so a value can never smuggle in a flag.
+pub fn node_name(value: &str) -> Result<String, InvalidNodeName> {
+    let name = value.trim().to_lowercase();
+    let invalid = |reason| InvalidNodeName {
+        value: shorten(value),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("it is empty"));
+    }
+    if name.len() > 253 {
+        return Err(invalid("it is longer than 253 characters"));
+    }
+    let part_ok = |part: &str| {
+        let alphanumeric = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        let bytes = part.as_bytes();
+        bytes.first().is_some_and(|&b| alphanumeric(b))
+            && bytes.last().is_some_and(|&b| alphanumeric(b))
+            && bytes.iter().all(|&b| alphanumeric(b) || b == b'-')
+    };
+    if !name.split('.').all(part_ok) {
+        return Err(invalid("it has other characters or an empty part"));
+    }
+    Ok(name)
+}
+
 /// Parses an IP address the service returned, or says which path was bad.
 fn ip(client: &MetadataClient, path: &str, text: &str) -> Result<std::net::IpAddr, MetadataError> {
     text.trim()
@@ -281,5 +323,62 @@ fn shorten(text: &str) -> String {
         format!("{short}…")
     } else {
         short
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_are_dns_1123_subdomains_as_kubelet_lowercases_them() {
+        for (value, want) in [
+            ("node-a", "node-a"),
+            ("Node-A.Example.COM", "node-a.example.com"),
+            (
+                "  ip-10-0-1-25.eu-west-1.compute.internal\n",
+                "ip-10-0-1-25.eu-west-1.compute.internal",
+            ),
+            ("i-0123456789abcdef0", "i-0123456789abcdef0"),
+            (
+                "02AAB8A4-74EF-476E-8182-F6D2BA4166A6",
+                "02aab8a4-74ef-476e-8182-f6d2ba4166a6",
+            ),
+            ("42424242", "42424242"),
+            ("0", "0"),
+        ] {
+            assert_eq!(node_name(value).as_deref(), Ok(want), "{value:?}");
+        }
+        // As apimachinery: a part may be longer than 63 characters, the whole not than 253.
+        let long_part = "a".repeat(64);
+        assert!(node_name(&long_part).is_ok());
+        assert!(node_name(&["a"; 127].join(".")).is_ok());
+        assert!(node_name(&"a".repeat(254)).is_err());
+        for bad in [
+            "",
+            "   ",
+            "x --authorization-mode=AlwaysAllow --v=10",
+            "node a",
+            "node\ta",
+            "node_a",
+            "-node",
+            "node-",
+            ".node",
+            "node.",
+            "node..a",
+            "node.-a",
+            "nöde",
+            "node'a",
+            "node\"a",
+            "node$a",
+            "a=b",
+        ] {
+            assert!(node_name(bad).is_err(), "{bad:?}");
+        }
+        let error = node_name("x --v=10\n--y").unwrap_err().to_string();
+        assert!(
+            error.starts_with(r#""x --v=10\n--y" is not a valid Kubernetes node name"#),
+            "{error}"
+        );
     }
 }

@@ -63,26 +63,26 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("config drive {path}: {reason}")]
-pub struct ConfigDriveError {
-    pub path: String,
-    pub reason: String,
+pub enum ConfigDriveError {
+    #[error("config drive {path}: {reason}")]
+    Bad { path: String, reason: String },
+    #[error("config drive {0}")]
+    File(#[from] crate::files::FileError),
 }
+
+/// The drive's documents are a few kilobytes; more is not a config drive.
+const CONFIG_DRIVE_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// Reads a config drive (label `config-2`) mounted at `root`.
 pub fn from_config_drive(root: &Path) -> Result<Instance, ConfigDriveError> {
     let read = |relative: &str| -> Result<Option<String>, ConfigDriveError> {
-        let path = root.join(relative);
-        match std::fs::read_to_string(&path) {
+        match crate::files::read_regular_to_string(&root.join(relative), CONFIG_DRIVE_FILE_LIMIT) {
             Ok(text) => Ok(Some(text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(ConfigDriveError {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            }),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
         }
     };
-    let bad = |relative: &str, reason: String| ConfigDriveError {
+    let bad = |relative: &str, reason: String| ConfigDriveError::Bad {
         path: root.join(relative).display().to_string(),
         reason,
     };
@@ -133,4 +133,64 @@ fn assemble<E>(
         instance.push(AddressKind::Hostname, hostname);
     }
     Ok(instance)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on another thread: a FIFO must be refused, not block forever.
+    fn without_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || send.send(f()));
+        receive
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("blocked on a FIFO")
+    }
+
+    fn drive() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("openstack/latest")).unwrap();
+        std::fs::write(
+            dir.path().join(META_DATA),
+            r#"{"uuid": "83679162-1378-4288-a2d4-70e13ec132aa", "name": "node-a"}"#,
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn config_drive_files_must_be_regular_files() {
+        // A FIFO in place of network_data.json blocked for ever, a device was
+        // read (/dev/zero without end; /dev/null here, harmless if a
+        // regression reads it).
+        let fifo = drive();
+        let made = std::process::Command::new("mkfifo")
+            .arg(fifo.path().join(NETWORK_DATA))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let root = fifo.path().to_owned();
+        let error = without_blocking(move || from_config_drive(&root)).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("network_data.json: is a FIFO, not a regular file"),
+            "{error}"
+        );
+        let device = drive();
+        std::fs::remove_file(device.path().join(META_DATA)).unwrap();
+        std::os::unix::fs::symlink("/dev/null", device.path().join(META_DATA)).unwrap();
+        let root = device.path().to_owned();
+        let error = without_blocking(move || from_config_drive(&root)).unwrap_err();
+        assert!(
+            error.to_string().contains("meta_data.json: is a character device"),
+            "{error}"
+        );
+        // A regular drive still reads.
+        assert_eq!(
+            from_config_drive(drive().path()).unwrap().instance_id.as_deref(),
+            Some("83679162-1378-4288-a2d4-70e13ec132aa")
+        );
+    }
 }

@@ -44,8 +44,10 @@ impl Netns {
     }
 
     pub fn helper(&self, args: &[&str]) -> Output {
+        // A run that blocks (on a FIFO, say) fails the test instead of hanging it.
         let out = Command::new("ip")
-            .args(["netns", "exec", &self.name, env!("CARGO_BIN_EXE_node-ip-helper")])
+            .args(["netns", "exec", &self.name, "timeout", "-k", "5", "60"])
+            .arg(env!("CARGO_BIN_EXE_node-ip-helper"))
             .args(args)
             .output()
             .expect("run node-ip-helper in the namespace");
@@ -85,6 +87,12 @@ pub struct Output {
     pub status: i32,
     pub stdout: String,
     pub stderr: String,
+}
+
+/// `mkfifo PATH`.
+pub fn mkfifo(path: &std::path::Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("run mkfifo");
+    assert!(status.success());
 }
 
 pub fn sh(command: &str) {
@@ -129,9 +137,16 @@ impl Netns {
     /// The fake metadata server (tests/fakes/metadata_server.py) with one
     /// scenario from tests/data/node-ip-helper/metadata/.
     pub fn fake_metadata(&self, scenario: &str) -> Server {
-        let root = workspace_root();
-        let script = root.join("tests/fakes/metadata_server.py");
-        let scenario = root.join("tests/data/node-ip-helper/metadata").join(scenario);
+        self.fake_metadata_from(
+            &workspace_root()
+                .join("tests/data/node-ip-helper/metadata")
+                .join(scenario),
+        )
+    }
+
+    /// The fake metadata server with a scenario file anywhere.
+    pub fn fake_metadata_from(&self, scenario: &std::path::Path) -> Server {
+        let script = workspace_root().join("tests/fakes/metadata_server.py");
         let mut child = Command::new("ip")
             .args(["netns", "exec", &self.name, "python3"])
             .arg(script)

@@ -1,0 +1,174 @@
+//! The kubelet drop-in (manifests/node-ip-helper/20-node-ip-helper.conf):
+//! kubelet's command line as systemd builds it from the drop-in's
+//! `ExecStart` and the environment file, following systemd.service(5),
+//! "Command lines": the line is split into words (quotes group), a word
+//! that is exactly `$NAME` becomes the value split at whitespace, and
+//! `${NAME}` becomes the exact value, whitespace included, inside one word.
+//! Whatever our variables hold, they must stay inside their own flag.
+
+use std::collections::HashMap;
+
+fn drop_in() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/node-ip-helper/20-node-ip-helper.conf"
+    ))
+    .unwrap()
+}
+
+/// Every kubelet command line the drop-in ships: the active `ExecStart`
+/// and the commented alternative.
+fn exec_starts(unit: &str) -> Vec<String> {
+    unit.lines()
+        .map(|line| line.trim_start_matches('#').trim())
+        .filter_map(|line| line.strip_prefix("ExecStart="))
+        .filter(|command| !command.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Words as systemd splits a command line: whitespace separates, single and
+/// double quotes group, a backslash escapes the next character.
+fn words(command: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote = None;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                word.get_or_insert_with(String::new);
+            }
+            (Some(q), c) if c == q => quote = None,
+            (_, '\\') => word.get_or_insert_with(String::new).extend(chars.next()),
+            (_, c) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// systemd's expansion of one command line's words with `env`.
+fn expand(command: &str, env: &HashMap<String, String>) -> Vec<String> {
+    let value = |name: &str| env.get(name).cloned().unwrap_or_default();
+    let mut argv = Vec::new();
+    for word in words(command) {
+        let whole = word
+            .strip_prefix('$')
+            .filter(|name| !name.starts_with('{') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        if let Some(name) = whole {
+            argv.extend(value(name).split_whitespace().map(str::to_owned));
+            continue;
+        }
+        let mut expanded = String::new();
+        let mut rest = word.as_str();
+        while let Some(start) = rest.find("${") {
+            expanded.push_str(&rest[..start]);
+            let end = rest[start..].find('}').expect("closing brace") + start;
+            expanded.push_str(&value(&rest[start + 2..end]));
+            rest = &rest[end + 1..];
+        }
+        expanded.push_str(rest);
+        argv.push(expanded);
+    }
+    argv
+}
+
+/// `NAME='value'` lines as systemd's `EnvironmentFile=` reads ours.
+fn environment_file(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let (name, value) = line.split_once('=').unwrap();
+            let value = value
+                .strip_prefix('\'')
+                .and_then(|v| v.strip_suffix('\''))
+                .unwrap_or(value);
+            (name.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn values_with_spaces_stay_inside_their_flag() {
+    let unit = drop_in();
+    let commands = exec_starts(&unit);
+    assert!(!commands.is_empty(), "no ExecStart in the drop-in");
+    let hostile = "x --authorization-mode=AlwaysAllow --v=10";
+    let mut env = environment_file(&format!(
+        "NODE_IP_HELPER_NODE_IP='10.0.0.5 --v=10'\n\
+         NODE_IP_HELPER_NODE_IPS='10.0.0.5 --v=10'\n\
+         NODE_IP_HELPER_HOSTNAME_OVERRIDE='{hostile}'\n\
+         NODE_IP_HELPER_KUBELET_ARGS='--node-ip=10.0.0.5 --hostname-override={hostile}'\n"
+    ));
+    // kubeadm's own variables (10-kubeadm.conf) hold several flags each.
+    env.insert(
+        "KUBELET_KUBECONFIG_ARGS".into(),
+        "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+            .into(),
+    );
+    env.insert(
+        "KUBELET_CONFIG_ARGS".into(),
+        "--config=/var/lib/kubelet/config.yaml".into(),
+    );
+    for command in &commands {
+        let argv = expand(command, &env);
+        assert_eq!(argv[0], "/usr/bin/kubelet", "{command}");
+        assert!(
+            argv.contains(&"--kubeconfig=/etc/kubernetes/kubelet.conf".to_owned()),
+            "kubeadm's variables are still split into flags: {argv:?}"
+        );
+        assert!(
+            argv.contains(&"--node-ip=10.0.0.5 --v=10".to_owned()),
+            "{command}: {argv:?}"
+        );
+        for smuggled in ["--authorization-mode=AlwaysAllow", "--v=10"] {
+            assert!(!argv.contains(&smuggled.to_owned()), "{command}: {argv:?}");
+        }
+        if command.contains("hostname-override") {
+            assert!(
+                argv.contains(&format!("--hostname-override={hostile}")),
+                "{command}: {argv:?}"
+            );
+        }
+    }
+    assert!(
+        commands
+            .iter()
+            .any(|c| c.contains("--hostname-override=${NODE_IP_HELPER_HOSTNAME_OVERRIDE}")),
+        "the drop-in shows how to pass the node name"
+    );
+}
+
+/// The active line never passes an empty `--hostname-override=`, which
+/// would undo kubeadm's own (`nodeRegistration.name`): the node name goes
+/// only on the commented alternative, for `--node-name-from`.
+#[test]
+fn the_active_line_leaves_the_node_name_alone() {
+    let unit = drop_in();
+    let active: Vec<&str> = unit
+        .lines()
+        .filter_map(|line| line.strip_prefix("ExecStart="))
+        .filter(|command| !command.is_empty())
+        .collect();
+    assert_eq!(active.len(), 1, "{active:?}");
+    assert!(
+        active[0].ends_with("--node-ip=${NODE_IP_HELPER_NODE_IPS}"),
+        "{}",
+        active[0]
+    );
+}
+
+#[test]
+fn the_model_splits_as_systemd_documents() {
+    let env: HashMap<String, String> = [("A", "1 2"), ("B", "")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    assert_eq!(
+        expand("/bin/x $A ${A} --a=${A} $B \"q r\"", &env),
+        ["/bin/x", "1", "2", "1 2", "--a=1 2", "q r"]
+    );
+}
