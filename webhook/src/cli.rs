@@ -120,6 +120,44 @@ pub struct ServerArgs {
         value_parser = go_duration::flag_positive
     )]
     pub drain_timeout: Duration,
+    /// HTTP/1.1 (both listeners): how long a client may take to send a request head,
+    /// counted from the connection's start and again after each answer, so also the
+    /// idle time allowed before and between requests.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_HEADER_READ_TIMEOUT",
+        default_value = "10s",
+        value_parser = go_duration::flag_positive
+    )]
+    pub header_read_timeout: Duration,
+    /// A connection with no request open for this long is closed (HTTP/2 with GOAWAY).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_IDLE_TIMEOUT",
+        default_value = "60s",
+        value_parser = go_duration::flag_positive
+    )]
+    pub idle_timeout: Duration,
+    /// How long a client may take to send a whole request body; 408 after that.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_BODY_READ_TIMEOUT",
+        default_value = "10s",
+        value_parser = go_duration::flag_positive
+    )]
+    pub body_read_timeout: Duration,
+    /// Most connections served at once on --listen; further ones wait in the kernel's
+    /// backlog until one closes.
+    #[arg(
+        long,
+        value_name = "COUNT",
+        env = "PV_TOPOLOGY_WEBHOOK_MAX_CONNECTIONS",
+        default_value = "512"
+    )]
+    pub max_connections: std::num::NonZeroUsize,
 }
 
 /// Arguments of `certs`.
@@ -340,6 +378,11 @@ mod tests {
         assert_eq!(args.server.shutdown_delay, Duration::ZERO);
         assert_eq!(args.server.drain_timeout, Duration::from_secs(10));
         assert_eq!(args.tls.client_ca_file, None);
+        assert_eq!(
+            crate::serve_config(&args).limits,
+            crate::server::Limits::default(),
+            "flag defaults and Limits::default agree"
+        );
         assert!(
             Cli::try_parse_from(["pv-topology-webhook", "serve", "--tls-cert-file", "c.pem"]).is_err(),
             "the key file is required"

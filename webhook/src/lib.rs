@@ -104,6 +104,13 @@ pub fn serve_config(args: &ServeArgs) -> ServeConfig {
         reload_interval: args.tls.tls_reload_interval,
         shutdown_delay: args.server.shutdown_delay,
         drain_timeout: args.server.drain_timeout,
+        limits: server::Limits {
+            header_read_timeout: args.server.header_read_timeout,
+            idle_timeout: args.server.idle_timeout,
+            body_read_timeout: args.server.body_read_timeout,
+            max_connections: args.server.max_connections.get(),
+            ..server::Limits::default()
+        },
     }
 }
 

@@ -242,6 +242,15 @@ pub async fn get_status(addr: SocketAddr, path: &str) -> Result<u16, BoxError> {
     Ok(code)
 }
 
+/// A loopback port that was free a moment ago (for a child process's listener).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Server settings for tests: loopback, ephemeral ports, fast reload, short delays.
 pub fn test_config(files: TlsFiles) -> ServeConfig {
     ServeConfig {
@@ -252,6 +261,7 @@ pub fn test_config(files: TlsFiles) -> ServeConfig {
         reload_interval: Duration::from_millis(50),
         shutdown_delay: Duration::from_millis(0),
         drain_timeout: Duration::from_secs(10),
+        limits: Default::default(),
     }
 }
 
