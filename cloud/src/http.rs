@@ -6,6 +6,31 @@ use std::time::Duration;
 #[error("cannot build the HTTP client: {0}")]
 pub struct HttpClientError(#[source] reqwest::Error);
 
+/// Why an answer's body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error(transparent)]
+    Transport(reqwest::Error),
+    #[error("the answer is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+}
+
+/// The body of `response`, at most `limit` bytes: a server that sends
+/// without end is refused instead of buffered until memory runs out.
+pub async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+    if response.content_length().is_some_and(|length| length > limit as u64) {
+        return Err(BodyError::TooLarge { limit });
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        if body.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge { limit });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// CA bundles, in the order Go's crypto/x509 looks for them on Linux.
 const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/ssl/certs/ca-certificates.crt",

@@ -322,3 +322,18 @@ fn a_token_endpoints_text_is_escaped_capped_and_redacted() {
         out.stderr.len()
     );
 }
+
+#[test]
+fn an_endless_answer_is_refused_not_buffered() {
+    let server = TokenServer::start();
+    let url = server.url("/huge-body");
+    let out = run(
+        &["token-exchange", "--token-endpoint", &url],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+    );
+    assert_one_line_failure(
+        "huge body",
+        &out,
+        "answered HTTP 200 without a token response: the answer is larger than 8 MiB",
+    );
+}

@@ -217,10 +217,12 @@ impl CredentialsChain {
         if !status.is_success() {
             return Err(source_error(format!("{url} answered HTTP {}", status.as_u16())));
         }
-        let body = response
-            .bytes()
+        let body = crate::http::read_body(response, MAX_CREDENTIALS_ANSWER)
             .await
-            .map_err(|e| source_error(format!("{url}: {}", e.without_url())))?;
+            .map_err(|e| match e {
+                crate::http::BodyError::Transport(e) => source_error(format!("{url}: {}", e.without_url())),
+                too_large => source_error(format!("{url}: {too_large}")),
+            })?;
         let parsed: ContainerCredentials = serde_json::from_slice(&body)
             .map_err(|_| source_error(format!("{url} sent something that is not credentials")))?;
         Ok(Some(container_credentials(
@@ -304,6 +306,9 @@ impl CredentialsChain {
         }
     }
 }
+
+/// Far above any credentials answer (a few KB).
+const MAX_CREDENTIALS_ANSWER: usize = 1 << 20;
 
 /// Far above any real token (a service-account token is 1-2 KB).
 const MAX_TOKEN_FILE: u64 = 64 << 10;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use cloud_access::SecureEndpoint;
+use cloud_access::http::BodyError;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
@@ -76,6 +77,10 @@ struct TokenResponse {
     expires_in: Option<serde_json::Value>,
 }
 
+/// Far above any token response (a JWT is a few KB), and above the
+/// megabytes of error text a broken server may send, which are then capped.
+const MAX_ANSWER: usize = 8 << 20;
+
 /// Longest text taken from a token endpoint's error into a message.
 const MAX_REMOTE_CODE: usize = 100;
 const MAX_REMOTE_DESCRIPTION: usize = 300;
@@ -126,7 +131,16 @@ impl TokenExchangeBackend {
             .await
             .map_err(|e| self.transport_error(e))?;
         let status = response.status().as_u16();
-        let body = response.bytes().await.map_err(|e| self.transport_error(e))?;
+        let body = cloud_access::http::read_body(response, MAX_ANSWER)
+            .await
+            .map_err(|e| match e {
+                BodyError::Transport(e) => self.transport_error(e),
+                BodyError::TooLarge { .. } => TokenExchangeError::BadAnswer {
+                    endpoint: endpoint.clone(),
+                    status,
+                    problem: "the answer is larger than 8 MiB, far more than a token response",
+                },
+            })?;
         tracing::debug!(%endpoint, status, "token endpoint answered");
 
         if !(200..300).contains(&status) {

@@ -47,6 +47,7 @@ impl TokenServer {
             .route("/expires-in-string", post(expires_in_string))
             .route("/hostile", post(hostile))
             .route("/huge-error", post(huge_error))
+            .route("/huge-body", post(huge_body))
             .with_state(received.clone());
         let listener = std::net::TcpListener::bind(bind).expect("bind loopback");
         listener.set_nonblocking(true).unwrap();
@@ -178,4 +179,11 @@ async fn huge_error(State(r): State<Received>, Form(form): Form<HashMap<String, 
     let _ = check(&r, &form);
     let body = serde_json::json!({"error": "x".repeat(5 << 20)});
     (StatusCode::BAD_REQUEST, Json(body)).into_response()
+}
+
+/// A token response of 64 MB: more than any token endpoint sends.
+async fn huge_body(State(r): State<Received>, Form(form): Form<HashMap<String, String>>) -> Response {
+    let _ = check(&r, &form);
+    let body = format!(r#"{{"access_token":"{}"}}"#, "a".repeat(64 << 20));
+    (StatusCode::OK, body).into_response()
 }
