@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 use json_patch::jsonptr::{PointerBuf, Token};
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PersistentVolume};
-use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::{Value, json};
 
 use crate::resolve::{Resolution, Resolved, TopologySource};
+use crate::review::ReviewObject;
 use crate::source::{VolumeIdentity, identify};
 use crate::topology::{REGION_LABEL, ZONE_LABEL, zones_of_label};
 
@@ -24,6 +24,10 @@ pub const PROVISIONED_BY_ANNOTATION: &str = "pv.kubernetes.io/provisioned-by";
 pub const OUTCOME_AUDIT_KEY: &str = "outcome";
 /// Audit annotation key for where the topology came from.
 pub const SOURCE_AUDIT_KEY: &str = "source";
+/// Most nodeSelectorTerms a PV may have for us to add our requirements to each; PVs
+/// have one, or one per zone. Beyond it nodeAffinity is left alone, with a warning, so
+/// that the answer (one patch operation per term) cannot grow with the request.
+pub const MAX_AFFINITY_TERMS: usize = 64;
 
 /// What to do when a configured lookup fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,14 +106,14 @@ impl Outcome {
     }
 }
 
-enum Reading {
+enum Reading<'a> {
     Skip(Outcome, Option<String>),
-    Volume(Box<PersistentVolume>, VolumeIdentity),
+    Volume(&'a PersistentVolume, VolumeIdentity),
 }
 
 /// The volume whose topology must be resolved before [`decide`], or `None` when the
 /// request needs no topology (not a PV CREATE, trusted, unrecognized source, …).
-pub fn volume_to_resolve(request: &AdmissionRequest<DynamicObject>) -> Option<VolumeIdentity> {
+pub fn volume_to_resolve(request: &AdmissionRequest<ReviewObject>) -> Option<VolumeIdentity> {
     match read(request) {
         Reading::Volume(_, volume) => Some(volume),
         Reading::Skip(..) => None,
@@ -119,7 +123,7 @@ pub fn volume_to_resolve(request: &AdmissionRequest<DynamicObject>) -> Option<Vo
 /// The answer to `request`, given the topology resolved for the volume returned by
 /// [`volume_to_resolve`] (or [`Resolution::NotNeeded`] when that was `None`).
 pub fn decide(
-    request: &AdmissionRequest<DynamicObject>,
+    request: &AdmissionRequest<ReviewObject>,
     resolution: &Resolution,
     config: &DecisionConfig,
 ) -> AdmissionResponse {
@@ -131,7 +135,7 @@ pub fn decide(
         Reading::Volume(pv, volume) => (pv, volume),
     };
     match resolution {
-        Resolution::Resolved(resolved) => apply(request, response, &pv, resolved),
+        Resolution::Resolved(resolved) => apply(request, response, pv, resolved),
         Resolution::Placeholder => finish(response, Outcome::Placeholder, None, Vec::new()),
         Resolution::Unrecognized => finish(response, Outcome::Unrecognized, None, Vec::new()),
         Resolution::NotConfigured { flag } => finish(
@@ -172,7 +176,7 @@ pub fn decide(
     }
 }
 
-fn read(request: &AdmissionRequest<DynamicObject>) -> Reading {
+fn read(request: &AdmissionRequest<ReviewObject>) -> Reading<'_> {
     let is_pv_create = request.operation == Operation::Create
         && request.resource.group.is_empty()
         && request.resource.resource == "persistentvolumes"
@@ -191,28 +195,17 @@ fn read(request: &AdmissionRequest<DynamicObject>) -> Reading {
     let Some(object) = &request.object else {
         return unreadable("the request has no object".to_owned());
     };
-    let pv = match to_persistent_volume(object) {
+    let pv = match object.persistent_volume() {
         Ok(pv) => pv,
-        Err(e) => return unreadable(e.to_string()),
+        Err(reason) => return unreadable(reason.to_owned()),
     };
-    if is_trusted(&pv) {
+    if is_trusted(pv) {
         return Reading::Skip(Outcome::Trusted, None);
     }
     match pv.spec.as_ref().and_then(identify) {
-        Some(volume) => Reading::Volume(Box::new(pv), volume),
+        Some(volume) => Reading::Volume(pv, volume),
         None => Reading::Skip(Outcome::Unrecognized, None),
     }
-}
-
-fn to_persistent_volume(object: &DynamicObject) -> Result<PersistentVolume, serde_json::Error> {
-    let mut value = serde_json::to_value(object)?;
-    // The request's resource already says this is a PV; the typed decoder also wants the
-    // object's own apiVersion/kind, which a hand-written request may lack.
-    if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".into(), "v1".into());
-        map.insert("kind".into(), "PersistentVolume".into());
-    }
-    serde_json::from_value(value)
 }
 
 fn is_trusted(pv: &PersistentVolume) -> bool {
@@ -230,7 +223,7 @@ fn is_trusted(pv: &PersistentVolume) -> bool {
 }
 
 fn apply(
-    request: &AdmissionRequest<DynamicObject>,
+    request: &AdmissionRequest<ReviewObject>,
     response: AdmissionResponse,
     pv: &PersistentVolume,
     resolved: &Resolved,
@@ -355,6 +348,18 @@ fn affinity_ops(
             path: pointer(&["spec", "nodeAffinity", "required"]),
             value: required,
         }));
+        return;
+    }
+    if terms.len() > MAX_AFFINITY_TERMS {
+        // Only the first MAX_AFFINITY_TERMS + 1 terms were read (review::ReviewObject).
+        warnings.push(format!(
+            "nodeAffinity has more than {MAX_AFFINITY_TERMS} terms; left unchanged: add {} to each term yourself",
+            requirements
+                .iter()
+                .map(|(key, values)| format!("{key} In {values:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
         return;
     }
     let ours: BTreeSet<&str> = requirements.iter().map(|(k, _)| k.as_str()).collect();

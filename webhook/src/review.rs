@@ -3,20 +3,38 @@
 //! topology (the only step that may wait), calls the pure [`decide`], and encodes the
 //! answer deterministically.
 
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+
 use base64::Engine as _;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::api::core::v1::{
+    AWSElasticBlockStoreVolumeSource, AzureDiskVolumeSource, CSIPersistentVolumeSource, CinderPersistentVolumeSource,
+    GCEPersistentDiskVolumeSource, NodeSelector, NodeSelectorTerm, PersistentVolume, PersistentVolumeSpec,
+    VolumeNodeAffinity, VsphereVirtualDiskVolumeSource,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::{GroupVersionKind, GroupVersionResource, TypeMeta};
+use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::decision::{DecisionConfig, decide, volume_to_resolve};
+use crate::decision::{DecisionConfig, MAX_AFFINITY_TERMS, PROVISIONED_BY_ANNOTATION, decide, volume_to_resolve};
 use crate::resolve::{Resolution, Resolver};
+use crate::topology::{REGION_LABEL, ZONE_LABEL};
 
 /// The AdmissionReview version we speak.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
-/// Largest review accepted (also the HTTP body limit): as controller-runtime, up to
-/// 3 MiB each for the object and the old object, plus 1 MiB for the rest.
-pub const MAX_REVIEW_BYTES: usize = 7 * 1024 * 1024;
+/// Largest review accepted (also the HTTP body limit). kube-apiserver refuses request
+/// bodies over 3 MiB (`MaxRequestBodyBytes`), so the object of a CREATE, the only
+/// operation the webhook is registered for, fits in 3 MiB; 1 MiB more is left for the
+/// rest of the review (user info, options). docs/decisions.md has the sources.
+pub const MAX_REVIEW_BYTES: usize = 4 * 1024 * 1024;
 
 /// Input that is not an AdmissionReview we can answer.
 #[derive(Debug, Error)]
@@ -62,14 +80,14 @@ impl Reviewer {
     }
 
     /// The response to a parsed request: resolve (may wait), then decide (pure).
-    pub async fn respond(&self, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    pub async fn respond(&self, request: &AdmissionRequest<ReviewObject>) -> AdmissionResponse {
         self.respond_with_resolution(request).await.0
     }
 
     /// [`Self::respond`], also returning what was resolved (for metrics).
     pub async fn respond_with_resolution(
         &self,
-        request: &AdmissionRequest<DynamicObject>,
+        request: &AdmissionRequest<ReviewObject>,
     ) -> (AdmissionResponse, Resolution) {
         let resolution = match volume_to_resolve(request) {
             Some(volume) => self.resolver.resolve(&volume).await,
@@ -79,43 +97,381 @@ impl Reviewer {
     }
 }
 
-/// Reads an `admission.k8s.io/v1` AdmissionReview that carries a request.
-pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+/// The object of a review, read once as a PersistentVolume reduced to what the decision
+/// uses: of the metadata, only the topology labels and the `provisioned-by` annotation
+/// (whether the maps exist is kept); of the spec, the volume source's driver and handle,
+/// and nodeAffinity with at most [`MAX_AFFINITY_TERMS`] + 1 terms. Everything else is
+/// skipped unread, so that memory does not grow with the object (a review of 380,000
+/// labels costs no more than one of three). Only what is read is checked: an object whose
+/// read parts have the wrong types is unreadable, and the review is still answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReviewObject {
+    /// The reduced PV; empty when unreadable.
+    pv: PersistentVolume,
+    /// Why the object cannot be read as a PersistentVolume.
+    unreadable: Option<String>,
+}
+
+impl ReviewObject {
+    /// The reduced PersistentVolume, or why the object is not one.
+    pub fn persistent_volume(&self) -> Result<&PersistentVolume, &str> {
+        match &self.unreadable {
+            Some(reason) => Err(reason),
+            None => Ok(&self.pv),
+        }
+    }
+}
+
+/// kube's AdmissionRequest wants a Resource; this one is a PersistentVolume.
+impl kube::Resource for ReviewObject {
+    type DynamicType = ();
+    type Scope = k8s_openapi::ClusterResourceScope;
+
+    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+        <PersistentVolume as kube::Resource>::kind(dt)
+    }
+    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+        <PersistentVolume as kube::Resource>::group(dt)
+    }
+    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+        <PersistentVolume as kube::Resource>::version(dt)
+    }
+    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+        <PersistentVolume as kube::Resource>::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.pv.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.pv.metadata
+    }
+}
+
+/// The review's `apiVersion` and `kind`, checked before anything else is read.
+#[derive(Deserialize)]
+struct Header {
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+/// The review's request without its objects (the fields of kube's AdmissionRequest).
+#[derive(Deserialize)]
+struct Envelope {
+    request: Option<RequestFields>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestFields {
+    uid: String,
+    kind: GroupVersionKind,
+    resource: GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    request_kind: Option<GroupVersionKind>,
+    #[serde(default)]
+    request_resource: Option<GroupVersionResource>,
+    #[serde(default)]
+    request_sub_resource: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: Operation,
+    user_info: UserInfo,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    options: Option<RawExtension>,
+}
+
+/// The review again, this time for its object alone.
+#[derive(Deserialize)]
+struct ObjectOnly {
+    request: ObjectField,
+}
+
+#[derive(Deserialize)]
+struct ObjectField {
+    #[serde(default, deserialize_with = "optional_object")]
+    object: Option<PvView>,
+}
+
+#[derive(Deserialize)]
+struct PvView {
+    #[serde(deserialize_with = "object")]
+    metadata: MetaView,
+    #[serde(default, deserialize_with = "optional_object")]
+    spec: Option<SpecView>,
+}
+
+#[derive(Deserialize)]
+struct MetaView {
+    #[serde(default, deserialize_with = "topology_labels")]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "trust_annotations")]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecView {
+    #[serde(default)]
+    csi: Option<CsiView>,
+    #[serde(default)]
+    aws_elastic_block_store: Option<AWSElasticBlockStoreVolumeSource>,
+    #[serde(default)]
+    gce_persistent_disk: Option<GCEPersistentDiskVolumeSource>,
+    #[serde(default)]
+    azure_disk: Option<AzureDiskVolumeSource>,
+    #[serde(default)]
+    cinder: Option<CinderPersistentVolumeSource>,
+    #[serde(default)]
+    vsphere_volume: Option<VsphereVirtualDiskVolumeSource>,
+    #[serde(default)]
+    node_affinity: Option<AffinityView>,
+}
+
+/// `spec.csi` without its unbounded maps (volumeAttributes, secret references).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CsiView {
+    #[serde(default)]
+    driver: Option<String>,
+    #[serde(default)]
+    volume_handle: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct AffinityView {
+    #[serde(default)]
+    required: Option<SelectorView>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SelectorView {
+    #[serde(default, deserialize_with = "first_terms")]
+    node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+impl From<PvView> for PersistentVolume {
+    fn from(view: PvView) -> Self {
+        let spec = view.spec.map(|spec| PersistentVolumeSpec {
+            csi: spec.csi.map(|csi| CSIPersistentVolumeSource {
+                driver: csi.driver.unwrap_or_default(),
+                volume_handle: csi.volume_handle.unwrap_or_default(),
+                ..Default::default()
+            }),
+            aws_elastic_block_store: spec.aws_elastic_block_store,
+            gce_persistent_disk: spec.gce_persistent_disk,
+            azure_disk: spec.azure_disk,
+            cinder: spec.cinder,
+            vsphere_volume: spec.vsphere_volume,
+            node_affinity: spec.node_affinity.map(|affinity| VolumeNodeAffinity {
+                required: affinity.required.map(|selector| NodeSelector {
+                    node_selector_terms: selector.node_selector_terms,
+                }),
+            }),
+            ..Default::default()
+        });
+        PersistentVolume {
+            metadata: ObjectMeta {
+                labels: view.metadata.labels,
+                annotations: view.metadata.annotations,
+                ..Default::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+}
+
+/// `null` as `None`; anything else is given to the visitor, which says what it takes
+/// (Go decodes `null` into a map, slice or struct as its zero value).
+struct OrNull<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for OrNull<V> {
+    type Value = Option<V::Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.expecting(f)
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self.0).map(Some)
+    }
+}
+
+fn or_null<'de, D: Deserializer<'de>, V: Visitor<'de>>(d: D, visitor: V) -> Result<Option<V::Value>, D::Error> {
+    d.deserialize_option(OrNull(visitor))
+}
+
+/// Reads a `T` from a JSON object only: serde's derive would also take an array, as a
+/// tuple of the fields.
+struct ObjectOf<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectOf<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(map))
+    }
+}
+
+fn optional_object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    or_null(d, ObjectOf(PhantomData))
+}
+
+fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    d.deserialize_map(ObjectOf(PhantomData))
+}
+
+/// Reads a map of strings, keeping only the entries whose keys are listed; every value
+/// must still be a string.
+struct KeptEntries(&'static [&'static str]);
+
+impl<'de> Visitor<'de> for KeptEntries {
+    type Value = BTreeMap<String, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of strings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept = BTreeMap::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value: String = map.next_value()?;
+            if self.0.contains(&key.as_str()) {
+                kept.insert(key, value);
+            }
+        }
+        Ok(kept)
+    }
+}
+
+fn topology_labels<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    or_null(d, KeptEntries(&[ZONE_LABEL, REGION_LABEL]))
+}
+
+fn trust_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    or_null(d, KeptEntries(&[PROVISIONED_BY_ANNOTATION]))
+}
+
+/// Reads nodeSelectorTerms, keeping the first [`MAX_AFFINITY_TERMS`] + 1: with more, the
+/// decision leaves nodeAffinity alone, so the rest is skipped unread.
+struct FirstTerms;
+
+impl<'de> Visitor<'de> for FirstTerms {
+    type Value = Vec<NodeSelectorTerm>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of node selector terms")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut terms = Vec::new();
+        while terms.len() <= MAX_AFFINITY_TERMS {
+            match seq.next_element()? {
+                Some(term) => terms.push(term),
+                None => return Ok(terms),
+            }
+        }
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(terms)
+    }
+}
+
+fn first_terms<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<NodeSelectorTerm>, D::Error> {
+    Ok(or_null(d, FirstTerms)?.unwrap_or_default())
+}
+
+/// A JSON error in the review's structure rather than its syntax.
+fn structure(error: serde_json::Error) -> ReviewError {
+    if error.is_data() {
+        ReviewError::NotAReview(error.to_string())
+    } else {
+        ReviewError::NotJson(error)
+    }
+}
+
+/// Reads an `admission.k8s.io/v1` AdmissionReview that carries a request. The body is
+/// read in passes that each keep only what they need: the header, the request without
+/// its object, then the object as a [`ReviewObject`]. An object that cannot be read as
+/// a PersistentVolume does not make the review unreadable: the decision answers it.
+pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, ReviewError> {
     if body.len() > MAX_REVIEW_BYTES {
         return Err(ReviewError::TooLarge);
     }
-    let value: Value = serde_json::from_slice(body).map_err(ReviewError::NotJson)?;
-    let field = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or_default();
-    if field("kind") != "AdmissionReview" || field("apiVersion") != ADMISSION_API_VERSION {
+    let header: Header = serde_json::from_slice(body).map_err(structure)?;
+    let (api_version, kind) = (header.api_version.unwrap_or_default(), header.kind.unwrap_or_default());
+    if kind != "AdmissionReview" || api_version != ADMISSION_API_VERSION {
         return Err(ReviewError::NotAReview(format!(
-            "apiVersion {:?} and kind {:?}, want {ADMISSION_API_VERSION:?} and \"AdmissionReview\"",
-            field("apiVersion"),
-            field("kind")
+            "apiVersion {api_version:?} and kind {kind:?}, want {ADMISSION_API_VERSION:?} and \"AdmissionReview\""
         )));
     }
-    let review: AdmissionReview<DynamicObject> =
-        serde_json::from_value(value).map_err(|e| ReviewError::NotAReview(e.to_string()))?;
-    review
-        .try_into()
-        .map_err(|_| ReviewError::NotAReview("it has no `request`".to_owned()))
+    let envelope: Envelope = serde_json::from_slice(body).map_err(structure)?;
+    let fields = envelope
+        .request
+        .ok_or_else(|| ReviewError::NotAReview("it has no `request`".to_owned()))?;
+    let object = match serde_json::from_slice::<ObjectOnly>(body) {
+        Ok(only) => only.request.object.map(|view| ReviewObject {
+            pv: view.into(),
+            unreadable: None,
+        }),
+        Err(error) => Some(ReviewObject {
+            pv: PersistentVolume::default(),
+            unreadable: Some(error.to_string()),
+        }),
+    };
+    Ok(AdmissionRequest {
+        types: TypeMeta { api_version, kind },
+        uid: fields.uid,
+        kind: fields.kind,
+        resource: fields.resource,
+        sub_resource: fields.sub_resource,
+        request_kind: fields.request_kind,
+        request_resource: fields.request_resource,
+        request_sub_resource: fields.request_sub_resource,
+        name: fields.name,
+        namespace: fields.namespace,
+        operation: fields.operation,
+        user_info: fields.user_info,
+        object,
+        // Not read: the webhook is registered for CREATE, which has no old object.
+        old_object: None,
+        dry_run: fields.dry_run,
+        options: fields.options,
+    })
 }
 
 /// Encodes the AdmissionReview that answers with `response`, with `patch` in base64 (the
-/// encoding of Go `[]byte`, which kube-core leaves as an array of numbers, kube-rs#1781)
-/// and every object's keys sorted, so that the same answer gives the same bytes.
-pub fn encode_response(response: AdmissionResponse) -> Result<Vec<u8>, ReviewError> {
+/// encoding of Go `[]byte`; kube-core would write an array of numbers, kube-rs#1781) and
+/// every object's keys sorted, so that the same answer gives the same bytes.
+pub fn encode_response(mut response: AdmissionResponse) -> Result<Vec<u8>, ReviewError> {
+    // Taken out before the conversion to a Value, which would hold one Value per byte.
+    let patch = response.patch.take();
     let mut value = serde_json::to_value(response.into_review()).map_err(ReviewError::Encode)?;
-    if let Some(patch) = value.pointer_mut("/response/patch") {
-        let bytes: Vec<u8> = patch
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        *patch = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+    if let (Some(patch), Some(Value::Object(map))) = (patch, value.get_mut("response")) {
+        map.insert(
+            "patch".to_owned(),
+            Value::String(base64::engine::general_purpose::STANDARD.encode(patch)),
+        );
     }
     let mut out = serde_json::to_vec(&sorted(value)).map_err(ReviewError::Encode)?;
     out.push(b'\n');

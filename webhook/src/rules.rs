@@ -16,6 +16,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use cloud_access::files::{FileError, read_regular_to_string};
 use regex::Regex;
 use serde::Deserialize;
 use thiserror::Error;
@@ -23,6 +24,10 @@ use thiserror::Error;
 use crate::builtin::csi_zone_key;
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::{REGION_LABEL, Topology, TopologyError, check_label_key};
+
+/// Largest rules file read; a rule is a few lines, so this is thousands of them, and a
+/// path to something else (a log, a device) is refused rather than read.
+pub const MAX_RULES_FILE_BYTES: u64 = 1024 * 1024;
 
 /// A rules file that cannot be used.
 #[derive(Debug, Error)]
@@ -32,7 +37,7 @@ pub enum RulesError {
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: FileError,
     },
     #[error("rules file {}: not valid YAML: {source}", path.display())]
     Yaml {
@@ -139,7 +144,7 @@ impl Rules {
     pub fn load(paths: &[PathBuf]) -> Result<Self, RulesError> {
         let mut rules = Vec::new();
         for path in paths {
-            let text = std::fs::read_to_string(path).map_err(|source| RulesError::Read {
+            let text = read_regular_to_string(path, MAX_RULES_FILE_BYTES).map_err(|source| RulesError::Read {
                 path: path.clone(),
                 source,
             })?;

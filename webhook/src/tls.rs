@@ -8,9 +8,10 @@ use std::fmt;
 use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
+use cloud_access::files::{FileError, read_regular};
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
@@ -25,17 +26,23 @@ use crate::metrics::Metrics;
 
 /// ALPN protocols offered, in preference order; kube-apiserver asks for HTTP/2.
 pub const ALPN_PROTOCOLS: [&[u8]; 2] = [b"h2", b"http/1.1"];
+/// Largest certificate, key or CA file read: a chain or a CA bundle is a few KiB (the
+/// whole Mozilla bundle is about 220 KiB).
+pub const MAX_PEM_FILE_BYTES: u64 = 1024 * 1024;
+/// The serving certificate is warned about when less than this is left of it, or less
+/// than a third of its lifetime if that is shorter (cert-manager renews with a third
+/// left, so a certificate inside the window was not renewed when it should have been).
+pub const EXPIRY_WARNING: Duration = Duration::from_secs(7 * 86_400);
 
 /// Why a certificate, key or CA file could not be used.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum TlsError {
-    #[error("{flag} {}: cannot read: {source}", path.display())]
+    #[error("{flag} {source}")]
     Read {
         flag: &'static str,
-        path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: FileError,
     },
     #[error("{flag} {}: {reason}", path.display())]
     Invalid {
@@ -65,6 +72,8 @@ pub struct TlsFiles {
 pub struct CertInfo {
     /// The leaf's serial number, hex with `:` separators.
     pub serial: String,
+    /// The leaf's notBefore, in Unix seconds.
+    pub not_before: i64,
     /// The leaf's notAfter, in Unix seconds.
     pub not_after: i64,
     /// Certificates in the chain, leaf included.
@@ -122,17 +131,107 @@ fn cert_info(path: &Path, chain: &[CertificateDer<'_>]) -> Result<CertInfo, TlsE
     })?;
     Ok(CertInfo {
         serial: parsed.raw_serial_as_string(),
+        not_before: parsed.validity().not_before.timestamp(),
         not_after: parsed.validity().not_after.timestamp(),
         chain_len: chain.len(),
     })
 }
 
+/// Reads a PEM file named by `flag`: a regular file (a FIFO or device is refused, not
+/// waited on or read without end) of at most [`MAX_PEM_FILE_BYTES`].
 fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
-        flag,
-        path: path.to_owned(),
-        source,
-    })
+    read_regular(path, MAX_PEM_FILE_BYTES).map_err(|source| TlsError::Read { flag, source })
+}
+
+/// Where the serving certificate stands in its validity period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validity {
+    /// Before notBefore: clients refuse it (a clock is wrong, or it was issued early).
+    NotYetValid,
+    Valid,
+    /// Inside the warning window before notAfter (see [`EXPIRY_WARNING`]).
+    ExpiringSoon,
+    /// After notAfter: clients refuse it.
+    Expired,
+}
+
+impl CertInfo {
+    /// How long before notAfter the certificate is [`Validity::ExpiringSoon`], in seconds.
+    pub fn warning_window(&self) -> i64 {
+        let lifetime = self.not_after.saturating_sub(self.not_before).max(0);
+        (lifetime / 3).min(EXPIRY_WARNING.as_secs() as i64)
+    }
+
+    /// The certificate's validity at `now` (Unix seconds); notBefore and notAfter are
+    /// both inside the validity period, as in X.509.
+    pub fn validity_at(&self, now: i64) -> Validity {
+        if now < self.not_before {
+            Validity::NotYetValid
+        } else if now > self.not_after {
+            Validity::Expired
+        } else if self.not_after - now <= self.warning_window() {
+            Validity::ExpiringSoon
+        } else {
+            Validity::Valid
+        }
+    }
+}
+
+/// Says what is wrong with the serving certificate's validity once per change, not on
+/// every check: the reload loop checks at every tick.
+#[derive(Debug, Clone, Default)]
+pub struct ExpiryWatch {
+    last: Option<Validity>,
+}
+
+impl ExpiryWatch {
+    /// The warning to give about `info` at `now` (Unix seconds), if its validity is not
+    /// [`Validity::Valid`] and has changed since the last call.
+    pub fn observe(&mut self, info: &CertInfo, now: i64) -> Option<String> {
+        let validity = info.validity_at(now);
+        if self.last.replace(validity) == Some(validity) {
+            return None;
+        }
+        let serial = &info.serial;
+        match validity {
+            Validity::Valid => None,
+            Validity::NotYetValid => Some(format!(
+                "the serving certificate (serial {serial}) is not valid before {}; clients refuse it until then: check the clocks or the issuer",
+                rfc3339(info.not_before)
+            )),
+            Validity::ExpiringSoon => Some(format!(
+                "the serving certificate (serial {serial}) expires in {}, at {}; renew it (or check that its issuer renews it)",
+                remaining(info.not_after - now),
+                rfc3339(info.not_after)
+            )),
+            Validity::Expired => Some(format!(
+                "the serving certificate (serial {serial}) has expired: its notAfter was {}; clients refuse it until a renewed one is loaded",
+                rfc3339(info.not_after)
+            )),
+        }
+    }
+}
+
+fn rfc3339(unix: i64) -> String {
+    match time::OffsetDateTime::from_unix_timestamp(unix) {
+        Ok(t) => format!("{}T{:02}:{:02}:{:02}Z", t.date(), t.hour(), t.minute(), t.second()),
+        Err(_) => format!("{unix} (Unix seconds)"),
+    }
+}
+
+fn remaining(seconds: i64) -> String {
+    let plural = |n: i64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    match seconds {
+        s if s >= 86_400 => plural(s / 86_400, "day"),
+        s if s >= 3_600 => plural(s / 3_600, "hour"),
+        s => plural(s / 60, "minute"),
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Hands rustls the current certificate; swapped atomically on reload, so a handshake
@@ -314,6 +413,9 @@ pub struct CertReloader {
     /// on every poll, and retried as soon as either file changes again.
     last_seen: u64,
     client_ca: Option<WatchedClientCa>,
+    /// The certificate being served, and what was last said about its validity.
+    info: CertInfo,
+    expiry: ExpiryWatch,
 }
 
 impl fmt::Debug for CertReloader {
@@ -344,13 +446,18 @@ impl CertReloader {
             }
         };
         metrics.certificate_loaded(&info);
-        let reloader = Self {
+        let mut reloader = Self {
             resolver: Arc::new(CertResolver::new(certified)),
             last_seen: hash_pair(&cert, &key),
             files,
             metrics,
             client_ca,
+            info: info.clone(),
+            expiry: ExpiryWatch::default(),
         };
+        // Served anyway: refusing to start would not make clients accept it either, and
+        // a renewed pair is picked up by the reload loop.
+        reloader.check_expiry(unix_now());
         Ok((reloader, info))
     }
 
@@ -397,6 +504,7 @@ impl CertReloader {
             Ok((certified, info)) => {
                 self.resolver.replace(certified);
                 self.metrics.certificate_loaded(&info);
+                self.info = info.clone();
                 self.metrics.certificate_reload(true);
                 Reload::Reloaded(info)
             }
@@ -404,6 +512,19 @@ impl CertReloader {
                 self.metrics.certificate_reload(false);
                 Reload::Failed(error)
             }
+        }
+    }
+
+    /// Warns about the served certificate's validity when it has changed (expired, not
+    /// yet valid, near its end; see [`ExpiryWatch`]).
+    fn check_expiry(&mut self, now: i64) {
+        if let Some(warning) = self.expiry.observe(&self.info, now) {
+            tracing::warn!(
+                serial = %self.info.serial,
+                not_after = self.info.not_after,
+                "--tls-cert-file {}: {warning}",
+                self.files.cert.display()
+            );
         }
     }
 
@@ -438,6 +559,7 @@ impl CertReloader {
                     tracing::warn!("keeping the current serving certificate: {error}");
                 }
             }
+            self.check_expiry(unix_now());
             match self.poll_client_ca() {
                 Ok(false) => ca_unreadable = false,
                 Ok(true) => {

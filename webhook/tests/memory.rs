@@ -1,0 +1,95 @@
+//! Memory per request: answering a review must not multiply its size. Measured as the
+//! growth of this process's peak resident set (VmHWM, reset through
+//! /proc/self/clear_refs), so the bound is checked, not timed. One test only: the peak is
+//! process-wide.
+
+mod common;
+
+use common::*;
+use pv_topology_webhook::review::MAX_REVIEW_BYTES;
+use serde_json::Value;
+
+/// A CREATE review of a GCE PD PV whose labels (`"l123456":"v"`) fill it to about `size`
+/// bytes, written as text so that building it leaves little freed memory behind for
+/// the review to reuse unseen.
+fn many_labels(size: usize) -> Vec<u8> {
+    let mut labels = String::with_capacity(size);
+    let mut i = 0;
+    while labels.len() + 32 < size {
+        labels.push_str(&format!("\"l{i}\":\"v\","));
+        i += 1;
+    }
+    labels.push_str("\"app\":\"db\"");
+    let skeleton = create_review(pv(
+        csi("pd.csi.storage.gke.io", "projects/p/zones/us-east1-b/disks/d"),
+        Some(serde_json::json!({"placeholder": "x"})),
+    ));
+    String::from_utf8(skeleton)
+        .unwrap()
+        .replace("\"placeholder\":\"x\"", &labels)
+        .into_bytes()
+}
+
+/// A CREATE review of a GCE PD PV with about `size` bytes of empty nodeSelectorTerms:
+/// each would get the zone requirement, one patch operation per term.
+fn many_terms(size: usize) -> Vec<u8> {
+    let mut terms = "{}".to_owned();
+    terms.push_str(&",{}".repeat(size / 3));
+    let skeleton = create_review(pv(
+        serde_json::json!({
+            "csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": "projects/p/zones/us-east1-b/disks/d"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": "placeholder"}}
+        }),
+        None,
+    ));
+    String::from_utf8(skeleton)
+        .unwrap()
+        .replace("\"placeholder\"", &format!("[{terms}]"))
+        .into_bytes()
+}
+
+/// A field of /proc/self/status, in KiB.
+fn status_kib(field: &str) -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
+
+/// Bytes by which the peak resident set grew while `f` ran.
+fn peak_growth<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    // "5" resets the peak to the current resident set (proc(5)).
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let start = status_kib("VmRSS");
+    let value = f();
+    (value, status_kib("VmHWM").saturating_sub(start) * 1024)
+}
+
+#[test]
+fn a_large_review_costs_less_than_its_size_again() {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let reviewer = plain();
+    // Labels: the shape of issue 9 (about 25 times the body when the object was copied
+    // whole). Terms: the largest answer per byte of request (over 2,000 times the body
+    // when every term got its own patch operation).
+    for (shape, body) in [
+        ("labels", many_labels(3 * 1024 * 1024)),
+        ("terms", many_terms(3 * 1024 * 1024)),
+    ] {
+        assert!(body.len() <= MAX_REVIEW_BYTES, "{shape}: {} bytes", body.len());
+        let (answer, peak) = peak_growth(|| runtime.block_on(reviewer.review(&body)).unwrap());
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(answer["response"]["auditAnnotations"]["outcome"], "labeled", "{shape}");
+        // The body is already in memory; reading it into what the decision needs keeps
+        // only the topology labels and the first terms, so the answer costs a fraction
+        // of the body, not a multiple.
+        assert!(
+            peak < body.len(),
+            "{shape}: answering {} bytes raised the peak resident set by {peak} bytes ({:.1}x)",
+            body.len(),
+            peak as f64 / body.len() as f64
+        );
+    }
+}
