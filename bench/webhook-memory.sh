@@ -9,17 +9,19 @@
 #   labels    many small labels (`"l123456":"v"`), the shape of issue 9, item 2;
 #   affinity  many empty nodeSelectorTerms: each gets our requirement, so the answer
 #             (one patch operation per term) is the largest an input of this size
-#             can produce.
+#             can produce;
+#   values    one nodeSelector requirement with many one-character values;
+#   expressions  one term with many requirements: the most structure per byte.
 # Reviews over the body limit are refused before parsing, so SIZE above it measures
 # nothing but the read.
 #
-# Usage: bench/webhook-memory.sh   (env: BIN, SIZES="3145728 4194304", SHAPES, RUNS)
+# Usage: bench/webhook-memory.sh   (env: BIN, SIZES="1048576 3145728 4190000", SHAPES, RUNS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=${BIN:-target/release/pv-topology-webhook}
 SIZES=${SIZES:-"1048576 3145728 4190000"}
-SHAPES=${SHAPES:-"labels affinity"}
+SHAPES=${SHAPES:-"labels affinity values expressions"}
 RUNS=${RUNS:-3}
 
 if [[ ! -x $BIN ]]; then
@@ -66,6 +68,16 @@ elif shape == "affinity":
     # 3 bytes per term: `{},`
     terms = max(1, (size - base - 60) // 3)
     obj["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{}] * terms}}
+elif shape == "values":
+    # One requirement with many one-character values: 4 bytes each, `"a",`
+    values = max(1, (size - base - 160) // 4)
+    obj["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "example.com/rack", "operator": "In", "values": ["a"] * values}]}]}}
+elif shape == "expressions":
+    # One term with many requirements: 28 bytes each, `{"key":"a","operator":"In"},`
+    count = max(1, (size - base - 120) // 28)
+    obj["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions":
+        [{"key": "a", "operator": "In"}] * count}]}}
 else:
     sys.exit(f"unknown shape {shape}")
 text = json.dumps(review, separators=(",", ":"))
@@ -87,7 +99,7 @@ empty="$work/empty.json"
 generate labels 0 "$empty"
 baseline=$(peak_kib "$empty")
 echo "baseline (a minimal review): ${baseline} KiB"
-printf '%-9s %10s %12s %12s %8s\n' shape bytes peak_KiB over_base per_byte
+printf '%-11s %10s %12s %12s %8s\n' shape bytes peak_KiB over_base per_byte
 for shape in $SHAPES; do
     for size in $SIZES; do
         file="$work/$shape-$size.json"
@@ -99,7 +111,7 @@ for shape in $SHAPES; do
         done
         bytes=$(stat -c %s "$file")
         over=$((best - baseline))
-        printf '%-9s %10d %12d %12d %8.1f\n' "$shape" "$bytes" "$best" "$over" \
+        printf '%-11s %10d %12d %12d %8.1f\n' "$shape" "$bytes" "$best" "$over" \
             "$(awk -v o="$over" -v b="$bytes" 'BEGIN {print o * 1024 / b}')"
     done
 done

@@ -24,10 +24,12 @@ pub const PROVISIONED_BY_ANNOTATION: &str = "pv.kubernetes.io/provisioned-by";
 pub const OUTCOME_AUDIT_KEY: &str = "outcome";
 /// Audit annotation key for where the topology came from.
 pub const SOURCE_AUDIT_KEY: &str = "source";
-/// Most nodeSelectorTerms a PV may have for us to add our requirements to each; PVs
-/// have one, or one per zone. Beyond it nodeAffinity is left alone, with a warning, so
-/// that the answer (one patch operation per term) cannot grow with the request.
-pub const MAX_AFFINITY_TERMS: usize = 64;
+/// Most items (terms, requirements and values together) a PV's nodeAffinity may have
+/// for us to read it and add our requirements to each term; PVs have a term, or one per
+/// zone, of a requirement or two. Beyond it nodeAffinity is left alone, with a warning:
+/// neither what is read of it nor the answer (one patch operation per term) can grow
+/// with the request.
+pub const MAX_AFFINITY_ITEMS: usize = 1024;
 
 /// What to do when a configured lookup fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,14 +110,15 @@ impl Outcome {
 
 enum Reading<'a> {
     Skip(Outcome, Option<String>),
-    Volume(&'a PersistentVolume, VolumeIdentity),
+    /// The PV, its volume, and whether its nodeAffinity is too large to read.
+    Volume(&'a PersistentVolume, VolumeIdentity, bool),
 }
 
 /// The volume whose topology must be resolved before [`decide`], or `None` when the
 /// request needs no topology (not a PV CREATE, trusted, unrecognized source, …).
 pub fn volume_to_resolve(request: &AdmissionRequest<ReviewObject>) -> Option<VolumeIdentity> {
     match read(request) {
-        Reading::Volume(_, volume) => Some(volume),
+        Reading::Volume(_, volume, _) => Some(volume),
         Reading::Skip(..) => None,
     }
 }
@@ -128,14 +131,14 @@ pub fn decide(
     config: &DecisionConfig,
 ) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
-    let (pv, volume) = match read(request) {
+    let (pv, volume, affinity_too_large) = match read(request) {
         Reading::Skip(outcome, warning) => {
             return finish(response, outcome, None, warning.into_iter().collect());
         }
-        Reading::Volume(pv, volume) => (pv, volume),
+        Reading::Volume(pv, volume, affinity_too_large) => (pv, volume, affinity_too_large),
     };
     match resolution {
-        Resolution::Resolved(resolved) => apply(request, response, pv, resolved),
+        Resolution::Resolved(resolved) => apply(request, response, pv, affinity_too_large, resolved),
         Resolution::Placeholder => finish(response, Outcome::Placeholder, None, Vec::new()),
         Resolution::Unrecognized => finish(response, Outcome::Unrecognized, None, Vec::new()),
         Resolution::NotConfigured { flag } => finish(
@@ -203,7 +206,7 @@ fn read(request: &AdmissionRequest<ReviewObject>) -> Reading<'_> {
         return Reading::Skip(Outcome::Trusted, None);
     }
     match pv.spec.as_ref().and_then(identify) {
-        Some(volume) => Reading::Volume(pv, volume),
+        Some(volume) => Reading::Volume(pv, volume, object.affinity_too_large()),
         None => Reading::Skip(Outcome::Unrecognized, None),
     }
 }
@@ -226,12 +229,13 @@ fn apply(
     request: &AdmissionRequest<ReviewObject>,
     response: AdmissionResponse,
     pv: &PersistentVolume,
+    affinity_too_large: bool,
     resolved: &Resolved,
 ) -> AdmissionResponse {
     let mut ops = Vec::new();
     let mut warnings = resolved.notes.clone();
     label_ops(pv, resolved, &mut ops, &mut warnings);
-    affinity_ops(pv, &requirements(resolved), &mut ops, &mut warnings);
+    affinity_ops(pv, affinity_too_large, &requirements(resolved), &mut ops, &mut warnings);
     if ops.is_empty() {
         return finish(response, Outcome::Unchanged, Some(&resolved.source), warnings);
     }
@@ -324,11 +328,24 @@ fn term_json(requirements: &[(String, Vec<String>)]) -> Value {
 /// keys: then the user (or a provisioner) decided, and we only warn on disagreement.
 fn affinity_ops(
     pv: &PersistentVolume,
+    too_large: bool,
     requirements: &[(String, Vec<String>)],
     ops: &mut Vec<PatchOperation>,
     warnings: &mut Vec<String>,
 ) {
     if requirements.is_empty() {
+        return;
+    }
+    if too_large {
+        // Only the first MAX_AFFINITY_ITEMS were read (review::ReviewObject).
+        warnings.push(format!(
+            "nodeAffinity has more than {MAX_AFFINITY_ITEMS} terms, requirements and values; left unchanged: add {} to each term yourself",
+            requirements
+                .iter()
+                .map(|(key, values)| format!("{key} In {values:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
         return;
     }
     let required = json!({ "nodeSelectorTerms": [term_json(requirements)] });
@@ -348,18 +365,6 @@ fn affinity_ops(
             path: pointer(&["spec", "nodeAffinity", "required"]),
             value: required,
         }));
-        return;
-    }
-    if terms.len() > MAX_AFFINITY_TERMS {
-        // Only the first MAX_AFFINITY_TERMS + 1 terms were read (review::ReviewObject).
-        warnings.push(format!(
-            "nodeAffinity has more than {MAX_AFFINITY_TERMS} terms; left unchanged: add {} to each term yourself",
-            requirements
-                .iter()
-                .map(|(key, values)| format!("{key} In {values:?}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
         return;
     }
     let ours: BTreeSet<&str> = requirements.iter().map(|(k, _)| k.as_str()).collect();

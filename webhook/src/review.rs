@@ -3,6 +3,7 @@
 //! topology (the only step that may wait), calls the pure [`decide`], and encodes the
 //! answer deterministically.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -11,8 +12,8 @@ use base64::Engine as _;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::core::v1::{
     AWSElasticBlockStoreVolumeSource, AzureDiskVolumeSource, CSIPersistentVolumeSource, CinderPersistentVolumeSource,
-    GCEPersistentDiskVolumeSource, NodeSelector, NodeSelectorTerm, PersistentVolume, PersistentVolumeSpec,
-    VolumeNodeAffinity, VsphereVirtualDiskVolumeSource,
+    GCEPersistentDiskVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume,
+    PersistentVolumeSpec, VolumeNodeAffinity, VsphereVirtualDiskVolumeSource,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
@@ -24,7 +25,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::decision::{DecisionConfig, MAX_AFFINITY_TERMS, PROVISIONED_BY_ANNOTATION, decide, volume_to_resolve};
+use crate::decision::{DecisionConfig, MAX_AFFINITY_ITEMS, PROVISIONED_BY_ANNOTATION, decide, volume_to_resolve};
 use crate::resolve::{Resolution, Resolver};
 use crate::topology::{REGION_LABEL, ZONE_LABEL};
 
@@ -100,16 +101,19 @@ impl Reviewer {
 /// The object of a review, read once as a PersistentVolume reduced to what the decision
 /// uses: of the metadata, only the topology labels and the `provisioned-by` annotation
 /// (whether the maps exist is kept); of the spec, the volume source's driver and handle,
-/// and nodeAffinity with at most [`MAX_AFFINITY_TERMS`] + 1 terms. Everything else is
-/// skipped unread, so that memory does not grow with the object (a review of 380,000
-/// labels costs no more than one of three). Only what is read is checked: an object whose
-/// read parts have the wrong types is unreadable, and the review is still answered.
+/// and the requirements of nodeAffinity up to [`MAX_AFFINITY_ITEMS`] terms, requirements
+/// and values. Everything else is skipped unread, so that what is kept is the strings
+/// read, at most the size of the body, and a bounded number of small structures around
+/// them, whatever the object's shape. Only what is read is checked: an object whose read
+/// parts have the wrong types is unreadable, and the review is still answered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReviewObject {
     /// The reduced PV; empty when unreadable.
     pv: PersistentVolume,
     /// Why the object cannot be read as a PersistentVolume.
     unreadable: Option<String>,
+    /// nodeAffinity has more than [`MAX_AFFINITY_ITEMS`] items: `pv` holds only the first.
+    affinity_too_large: bool,
 }
 
 impl ReviewObject {
@@ -119,6 +123,12 @@ impl ReviewObject {
             Some(reason) => Err(reason),
             None => Ok(&self.pv),
         }
+    }
+
+    /// Whether nodeAffinity has more than [`MAX_AFFINITY_ITEMS`] terms, requirements
+    /// and values: only the first were read, and it must be left as it is.
+    pub fn affinity_too_large(&self) -> bool {
+        self.affinity_too_large
     }
 }
 
@@ -254,8 +264,26 @@ struct AffinityView {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SelectorView {
-    #[serde(default, deserialize_with = "first_terms")]
-    node_selector_terms: Vec<NodeSelectorTerm>,
+    #[serde(default, deserialize_with = "budgeted")]
+    node_selector_terms: Option<Vec<TermView>>,
+}
+
+/// A nodeSelectorTerm without matchFields, which the decision does not use.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TermView {
+    #[serde(default, deserialize_with = "budgeted")]
+    match_expressions: Option<Vec<RequirementView>>,
+}
+
+#[derive(Deserialize)]
+struct RequirementView {
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    operator: Option<String>,
+    #[serde(default, deserialize_with = "budgeted")]
+    values: Option<Vec<String>>,
 }
 
 impl From<PvView> for PersistentVolume {
@@ -273,7 +301,24 @@ impl From<PvView> for PersistentVolume {
             vsphere_volume: spec.vsphere_volume,
             node_affinity: spec.node_affinity.map(|affinity| VolumeNodeAffinity {
                 required: affinity.required.map(|selector| NodeSelector {
-                    node_selector_terms: selector.node_selector_terms,
+                    node_selector_terms: selector
+                        .node_selector_terms
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|term| NodeSelectorTerm {
+                            match_expressions: term.match_expressions.map(|requirements| {
+                                requirements
+                                    .into_iter()
+                                    .map(|r| NodeSelectorRequirement {
+                                        key: r.key.unwrap_or_default(),
+                                        operator: r.operator.unwrap_or_default(),
+                                        values: r.values,
+                                    })
+                                    .collect()
+                            }),
+                            match_fields: None,
+                        })
+                        .collect(),
                 }),
             }),
             ..Default::default()
@@ -373,32 +418,51 @@ fn trust_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<
     or_null(d, KeptEntries(&[PROVISIONED_BY_ANNOTATION]))
 }
 
-/// Reads nodeSelectorTerms, keeping the first [`MAX_AFFINITY_TERMS`] + 1: with more, the
-/// decision leaves nodeAffinity alone, so the rest is skipped unread.
-struct FirstTerms;
+thread_local! {
+    /// Items of nodeAffinity (terms, requirements and values together) that may still be
+    /// read in the object being read, and whether one more was there. Per thread: an
+    /// object is read in one synchronous call ([`parse_review`]), which resets them.
+    static AFFINITY_BUDGET: Cell<usize> = const { Cell::new(0) };
+    static AFFINITY_OVER: Cell<bool> = const { Cell::new(false) };
+}
 
-impl<'de> Visitor<'de> for FirstTerms {
-    type Value = Vec<NodeSelectorTerm>;
+/// Reads a list (`null` is none) while the nodeAffinity budget lasts, and skips the rest
+/// unread: past [`MAX_AFFINITY_ITEMS`] the decision leaves nodeAffinity alone, so more
+/// would only cost memory.
+struct Budgeted<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for Budgeted<T> {
+    type Value = Vec<T>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of node selector terms")
+        f.write_str("a list")
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut terms = Vec::new();
-        while terms.len() <= MAX_AFFINITY_TERMS {
+        let mut items = Vec::new();
+        loop {
+            let left = AFFINITY_BUDGET.get();
+            if left == 0 {
+                if seq.next_element::<IgnoredAny>()?.is_some() {
+                    AFFINITY_OVER.set(true);
+                    while seq.next_element::<IgnoredAny>()?.is_some() {}
+                }
+                return Ok(items);
+            }
+            AFFINITY_BUDGET.set(left - 1);
             match seq.next_element()? {
-                Some(term) => terms.push(term),
-                None => return Ok(terms),
+                Some(item) => items.push(item),
+                None => {
+                    AFFINITY_BUDGET.set(AFFINITY_BUDGET.get() + 1);
+                    return Ok(items);
+                }
             }
         }
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(terms)
     }
 }
 
-fn first_terms<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<NodeSelectorTerm>, D::Error> {
-    Ok(or_null(d, FirstTerms)?.unwrap_or_default())
+fn budgeted<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Vec<T>>, D::Error> {
+    or_null(d, Budgeted(PhantomData))
 }
 
 /// A JSON error in the review's structure rather than its syntax.
@@ -429,14 +493,18 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
     let fields = envelope
         .request
         .ok_or_else(|| ReviewError::NotAReview("it has no `request`".to_owned()))?;
+    AFFINITY_BUDGET.set(MAX_AFFINITY_ITEMS);
+    AFFINITY_OVER.set(false);
     let object = match serde_json::from_slice::<ObjectOnly>(body) {
         Ok(only) => only.request.object.map(|view| ReviewObject {
             pv: view.into(),
             unreadable: None,
+            affinity_too_large: AFFINITY_OVER.get(),
         }),
         Err(error) => Some(ReviewObject {
             pv: PersistentVolume::default(),
             unreadable: Some(error.to_string()),
+            affinity_too_large: false,
         }),
     };
     Ok(AdmissionRequest {

@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use pv_topology_webhook::decision::{DecisionConfig, MAX_AFFINITY_TERMS, decide, volume_to_resolve};
+use pv_topology_webhook::decision::{DecisionConfig, MAX_AFFINITY_ITEMS, decide, volume_to_resolve};
 use pv_topology_webhook::resolve::{AffinityKeys, Resolution, Resolved, TopologySource};
 use pv_topology_webhook::review::parse_review;
 use pv_topology_webhook::rules::RuleOrigin;
@@ -453,7 +453,7 @@ async fn node_affinity_without_required_or_terms() {
 }
 
 #[tokio::test]
-async fn up_to_max_affinity_terms_each_get_the_requirement_and_beyond_none_do() {
+async fn up_to_max_affinity_items_each_term_gets_the_requirement_and_beyond_none_does() {
     let handle = "projects/p/zones/us-east1-b/disks/d";
     let with_terms = |count: usize| {
         let terms =
@@ -461,21 +461,40 @@ async fn up_to_max_affinity_terms_each_get_the_requirement_and_beyond_none_do() 
         let spec = json!({"csi": {"driver": GCE, "volumeHandle": handle}, "nodeAffinity": {"required": {"nodeSelectorTerms": terms}}});
         create_review(pv(spec, None))
     };
-    let answer = assert_idempotent(&plain(), &with_terms(MAX_AFFINITY_TERMS)).await;
+    let answer = assert_idempotent(&plain(), &with_terms(MAX_AFFINITY_ITEMS)).await;
     // The labels, then one requirement per term.
-    assert_eq!(answer.patch().unwrap().len(), 1 + MAX_AFFINITY_TERMS);
+    assert_eq!(answer.patch().unwrap().len(), 1 + MAX_AFFINITY_ITEMS);
     assert!(answer.warnings().is_empty(), "{:?}", answer.warnings());
 
     // One more: the answer does not grow with the terms; labels only, and a warning.
-    let answer = assert_idempotent(&plain(), &with_terms(MAX_AFFINITY_TERMS + 1)).await;
+    let answer = assert_idempotent(&plain(), &with_terms(MAX_AFFINITY_ITEMS + 1)).await;
     assert_eq!(answer.outcome(), "labeled");
     assert_eq!(answer.patch_json()[0]["path"], "/metadata/labels");
     assert_eq!(answer.patch().unwrap().len(), 1);
     let warnings = answer.warnings();
     assert!(
-        warnings[0].contains(&format!("more than {MAX_AFFINITY_TERMS} terms"))
-            && warnings[0].contains("topology.gke.io/zone In [\"us-east1-b\"]"),
+        warnings[0].contains(&format!(
+            "more than {MAX_AFFINITY_ITEMS} terms, requirements and values"
+        )) && warnings[0].contains("topology.gke.io/zone In [\"us-east1-b\"]"),
         "{warnings:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_requirement_with_more_values_than_max_affinity_items_leaves_node_affinity_alone() {
+    let values = vec!["a"; MAX_AFFINITY_ITEMS + 1];
+    let spec = json!({
+        "csi": {"driver": GCE, "volumeHandle": "projects/p/zones/us-east1-b/disks/d"},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "example.com/rack", "operator": "In", "values": values}
+        ]}]}}
+    });
+    let answer = assert_idempotent(&plain(), &create_review(pv(spec, None))).await;
+    assert_eq!(answer.patch().unwrap().len(), 1, "labels only");
+    assert!(
+        answer.warnings()[0].contains("left unchanged"),
+        "{:?}",
+        answer.warnings()
     );
 }
 

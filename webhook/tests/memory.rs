@@ -7,11 +7,31 @@ mod common;
 
 use common::*;
 use pv_topology_webhook::review::MAX_REVIEW_BYTES;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-/// A CREATE review of a GCE PD PV whose labels (`"l123456":"v"`) fill it to about `size`
-/// bytes, written as text so that building it leaves little freed memory behind for
-/// the review to reuse unseen.
+const HANDLE: &str = "projects/p/zones/us-east1-b/disks/d";
+
+/// A CREATE review of a GCE PD PV with `extra` merged into its spec and `labels`, in
+/// which the string `"fill"` is replaced by `fill`: large parts are written as text, so
+/// that building them leaves little freed memory behind for the review to reuse unseen.
+fn review_filled(extra: Value, labels: Option<Value>, fill: &str) -> Vec<u8> {
+    let mut spec = csi("pd.csi.storage.gke.io", HANDLE);
+    spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    String::from_utf8(create_review(pv(spec, labels)))
+        .unwrap()
+        .replace("\"fill\"", fill)
+        .into_bytes()
+}
+
+/// `item`, `count` times, as a JSON list.
+fn list_of(item: &str, count: usize) -> String {
+    let mut list = vec![item; count.max(1)].join(",");
+    list.insert(0, '[');
+    list.push(']');
+    list
+}
+
+/// About `size` bytes of small labels (`"l123456":"v"`).
 fn many_labels(size: usize) -> Vec<u8> {
     let mut labels = String::with_capacity(size);
     let mut i = 0;
@@ -19,33 +39,22 @@ fn many_labels(size: usize) -> Vec<u8> {
         labels.push_str(&format!("\"l{i}\":\"v\","));
         i += 1;
     }
-    labels.push_str("\"app\":\"db\"");
-    let skeleton = create_review(pv(
-        csi("pd.csi.storage.gke.io", "projects/p/zones/us-east1-b/disks/d"),
-        Some(serde_json::json!({"placeholder": "x"})),
-    ));
-    String::from_utf8(skeleton)
-        .unwrap()
-        .replace("\"placeholder\":\"x\"", &labels)
-        .into_bytes()
+    let labels = format!("{{{labels}\"app\":\"db\"}}");
+    review_filled(json!({}), Some(json!("fill")), &labels)
 }
 
-/// A CREATE review of a GCE PD PV with about `size` bytes of empty nodeSelectorTerms:
-/// each would get the zone requirement, one patch operation per term.
+/// About `size` bytes of empty nodeSelectorTerms (`{},`): each would get the zone
+/// requirement, one patch operation per term.
 fn many_terms(size: usize) -> Vec<u8> {
-    let mut terms = "{}".to_owned();
-    terms.push_str(&",{}".repeat(size / 3));
-    let skeleton = create_review(pv(
-        serde_json::json!({
-            "csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": "projects/p/zones/us-east1-b/disks/d"},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": "placeholder"}}
-        }),
-        None,
-    ));
-    String::from_utf8(skeleton)
-        .unwrap()
-        .replace("\"placeholder\"", &format!("[{terms}]"))
-        .into_bytes()
+    let affinity = json!({"nodeAffinity": {"required": {"nodeSelectorTerms": "fill"}}});
+    review_filled(affinity, None, &list_of("{}", size / 3))
+}
+
+/// One nodeAffinity requirement with about `size` bytes of one-character values (`"a",`).
+fn many_values(size: usize) -> Vec<u8> {
+    let requirement = json!({"key": "example.com/rack", "operator": "In", "values": "fill"});
+    let affinity = json!({"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}}});
+    review_filled(affinity, None, &list_of("\"a\"", size / 4))
 }
 
 /// A field of /proc/self/status, in KiB.
@@ -73,18 +82,20 @@ fn a_large_review_costs_less_than_its_size_again() {
     let reviewer = plain();
     // Labels: the shape of issue 9 (about 25 times the body when the object was copied
     // whole). Terms: the largest answer per byte of request (over 2,000 times the body
-    // when every term got its own patch operation).
+    // when every term got its own patch operation). Values: the most structure per byte
+    // read (15 times the body when all were kept).
     for (shape, body) in [
         ("labels", many_labels(3 * 1024 * 1024)),
         ("terms", many_terms(3 * 1024 * 1024)),
+        ("values", many_values(3 * 1024 * 1024)),
     ] {
         assert!(body.len() <= MAX_REVIEW_BYTES, "{shape}: {} bytes", body.len());
         let (answer, peak) = peak_growth(|| runtime.block_on(reviewer.review(&body)).unwrap());
         let answer: Value = serde_json::from_slice(&answer).unwrap();
         assert_eq!(answer["response"]["auditAnnotations"]["outcome"], "labeled", "{shape}");
         // The body is already in memory; reading it into what the decision needs keeps
-        // only the topology labels and the first terms, so the answer costs a fraction
-        // of the body, not a multiple.
+        // only the topology labels and the first items of nodeAffinity, so the answer
+        // costs a fraction of the body, not a multiple.
         assert!(
             peak < body.len(),
             "{shape}: answering {} bytes raised the peak resident set by {peak} bytes ({:.1}x)",
