@@ -6,6 +6,10 @@ const MAX_NAME: usize = 64;
 /// IAM's limit on a path, slashes included.
 const MAX_PATH: usize = 512;
 
+/// How a role ARN is written, for messages that refuse one.
+pub const ROLE_ARN_FORM: &str =
+    "arn:PARTITION:iam::ACCOUNT:role/NAME (a name of letters, digits and +=,.@_-, optionally after a /PATH/)";
+
 /// The account of `arn:PARTITION:iam::ACCOUNT:role/[PATH/]NAME`, or `None`
 /// when `text` is not a role ARN. Follows IAM's rules: a partition of `aws`
 /// or `aws-…`, a 12-digit account, a name of 1 to 64 characters of

@@ -163,6 +163,15 @@ impl CredentialsChain {
         let role_arn = self
             .env("AWS_ROLE_ARN")
             .ok_or_else(|| source_error("AWS_ROLE_ARN is not set next to AWS_WEB_IDENTITY_TOKEN_FILE".into()))?;
+        // Checked before it is sent to STS or shown: a newline in it would
+        // forge log lines, and STS would only answer with a vaguer error.
+        if super::arn::role_account(&role_arn).is_none() {
+            return Err(source_error(format!(
+                "AWS_ROLE_ARN=\"{}\" is not an IAM role ARN: use {}",
+                crate::logging::clean_text(&role_arn, &[], 200),
+                super::arn::ROLE_ARN_FORM
+            )));
+        }
         let token = read_token_file(&token_file)
             .map_err(|e| source_error(format!("cannot read AWS_WEB_IDENTITY_TOKEN_FILE {e}")))?;
         let session = self
@@ -365,6 +374,55 @@ mod tests {
         for bad in ["http://10.0.0.1/creds", "http://creds.example.com/", "ftp://127.0.0.1/"] {
             assert!(!container_endpoint_allowed(&Url::parse(bad).unwrap()), "{bad}");
         }
+    }
+
+    /// A role ARN from the environment is checked before anything is read
+    /// or sent: a newline in it would forge log lines, and STS should
+    /// never see a value that cannot be a role.
+    #[tokio::test]
+    async fn aws_role_arn_from_the_environment_must_be_a_role_arn() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let token = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(token.path(), "header.payload.signature").unwrap();
+        // A loopback STS that counts calls and refuses them all.
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = calls.clone();
+        let sts = axum::Router::new().fallback(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async {
+                (
+                    axum::http::StatusCode::FORBIDDEN,
+                    "<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>",
+                )
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoints = EndpointOptions {
+            global_override: Some(format!("http://{}/", listener.local_addr().unwrap())),
+            ..EndpointOptions::default()
+        };
+        tokio::spawn(async move { axum::serve(listener, sts).await.unwrap() });
+        for bad in [
+            "arn:aws:iam::123456789012:role/puller\nE1130 forged log line",
+            "puller",
+            "arn:aws:iam::123456789012:user/alice",
+        ] {
+            let chain = CredentialsChain::new(reqwest::Client::new(), "us-east-1".into(), endpoints.clone())
+                .with_environment(vec![
+                    (
+                        "AWS_WEB_IDENTITY_TOKEN_FILE".into(),
+                        token.path().to_str().unwrap().into(),
+                    ),
+                    ("AWS_ROLE_ARN".into(), bad.into()),
+                ]);
+            let error = chain.credentials().await.unwrap_err().to_string();
+            assert!(
+                error.contains("AWS_ROLE_ARN") && error.contains("is not an IAM role ARN"),
+                "{bad:?}: {error}"
+            );
+            assert!(!error.contains('\n'), "{error}");
+        }
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0, "STS was called");
     }
 
     #[test]

@@ -48,7 +48,8 @@ pub enum EcrError {
     )]
     NotEcr { registry: String },
     #[error(
-        "service-account annotation {key}=\"{value}\" is not an IAM role ARN: use arn:PARTITION:iam::ACCOUNT:role/NAME (a name of letters, digits and +=,.@_-, optionally after a /PATH/)"
+        "service-account annotation {key}=\"{value}\" is not an IAM role ARN: use {form}",
+        form = arn::ROLE_ARN_FORM
     )]
     BadRoleArn { key: String, value: String },
     #[error("role {role} is in account {account}, which --allowed-account-id does not list")]
