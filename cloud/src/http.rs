@@ -11,24 +11,54 @@ pub struct HttpClientError(#[source] reqwest::Error);
 pub enum BodyError {
     #[error(transparent)]
     Transport(reqwest::Error),
-    #[error("the answer is larger than {limit} bytes")]
-    TooLarge { limit: usize },
+    #[error("the answer from {url} is larger than {}", size(*.limit))]
+    TooLarge {
+        /// Without user, query and fragment, which may hold secrets.
+        url: String,
+        limit: usize,
+    },
 }
 
 /// The body of `response`, at most `limit` bytes: a server that sends
-/// without end is refused instead of buffered until memory runs out.
+/// without end, or declares more than `limit`, is refused once the cap is
+/// reached instead of buffered until memory runs out. Every answer from
+/// outside the process is read through this.
 pub async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let too_large = |response: &reqwest::Response| BodyError::TooLarge {
+        url: shown_url(response.url()),
+        limit,
+    };
     if response.content_length().is_some_and(|length| length > limit as u64) {
-        return Err(BodyError::TooLarge { limit });
+        return Err(too_large(&response));
     }
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
         if body.len() + chunk.len() > limit {
-            return Err(BodyError::TooLarge { limit });
+            return Err(too_large(&response));
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// `url` fit for a message: no user, password, query or fragment.
+fn shown_url(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    // Both setters only fail for URLs that cannot have credentials at all.
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+/// A size as people write caps: `8 MiB`, `64 KiB`, `100 bytes`.
+fn size(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
 }
 
 /// CA bundles, in the order Go's crypto/x509 looks for them on Linux.
@@ -151,6 +181,97 @@ pub fn metadata_client(user_agent: &str, timeout: Duration) -> Result<reqwest::C
         .map_err(HttpClientError)
 }
 
+/// A fake server for tests of bounded reads: every answer is a body far
+/// larger than any cap, sent in one of the ways a server can send one.
+#[cfg(test)]
+pub(crate) mod oversize {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// How the body is framed.
+    #[derive(Debug, Clone, Copy)]
+    pub enum Framing {
+        /// `Transfer-Encoding: chunked`, no length.
+        Chunked,
+        /// No length: the body runs until the connection closes.
+        UntilClose,
+        /// `Content-Length` of 1 TiB, far more than is then sent.
+        LyingLength,
+    }
+
+    pub const FRAMINGS: [Framing; 3] = [Framing::Chunked, Framing::UntilClose, Framing::LyingLength];
+
+    /// What each answer sends at most: a client that reads to the end
+    /// buffers all of it; one that stops at its cap leaves most unsent.
+    pub const BODY: u64 = 64 << 20;
+
+    /// A server on 127.0.0.1 answering every request 200 with [`BODY`]
+    /// bytes framed as `framing`: its base URL, and the bytes it has sent.
+    pub async fn serve(framing: Framing) -> (String, Arc<AtomicU64>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let sent = Arc::new(AtomicU64::default());
+        let counter = sent.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(answer(stream, framing, counter.clone()));
+            }
+        });
+        (url, sent)
+    }
+
+    async fn answer(mut stream: tokio::net::TcpStream, framing: Framing, sent: Arc<AtomicU64>) {
+        // The request's head; a body, if any, is left unread.
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buffer[..n]),
+            }
+        }
+        let framing_header = match framing {
+            Framing::Chunked => "transfer-encoding: chunked",
+            Framing::UntilClose => "connection: close",
+            Framing::LyingLength => "content-length: 1099511627776",
+        };
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n{framing_header}\r\n\r\n");
+        if stream.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        let block = vec![b'x'; 64 << 10];
+        let mut chunk = format!("{:x}\r\n", block.len()).into_bytes();
+        chunk.extend_from_slice(&block);
+        chunk.extend_from_slice(b"\r\n");
+        while sent.load(Ordering::SeqCst) < BODY {
+            let bytes = match framing {
+                Framing::Chunked => &chunk,
+                _ => &block,
+            };
+            if stream.write_all(bytes).await.is_err() {
+                return;
+            }
+            sent.fetch_add(block.len() as u64, Ordering::SeqCst);
+        }
+        if let Framing::Chunked = framing {
+            let _ = stream.write_all(b"0\r\n\r\n").await;
+        }
+    }
+
+    /// Checks that `error` (from a read of an answer of `server`, capped at
+    /// `cap`) says so, and that the client stopped reading near the cap: the
+    /// rest of the body stayed unsent (at most a few MiB of socket buffers
+    /// beyond the cap).
+    pub fn assert_refused(error: &str, server: &str, cap: &str, sent: &AtomicU64) {
+        assert!(error.contains(&format!("larger than {cap}")), "{error}");
+        assert!(error.contains(server.trim_end_matches('/')), "{error}");
+        let sent = sent.load(Ordering::SeqCst);
+        assert!(sent < BODY / 2, "the client read {sent} bytes before refusing: {error}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -201,6 +322,24 @@ mod tests {
         with_env_proxies(builder, |name| env.get(name).cloned())
             .build()
             .unwrap()
+    }
+
+    #[tokio::test]
+    async fn bodies_larger_than_the_cap_are_refused_without_reading_them() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        for framing in oversize::FRAMINGS {
+            let (server, sent) = oversize::serve(framing).await;
+            // The query may hold a secret (a presigned URL): never shown.
+            let response = client
+                .get(format!("{server}doc?X-Amz-Signature=s3cr3t"))
+                .send()
+                .await
+                .unwrap();
+            let error = read_body(response, 1 << 20).await.unwrap_err().to_string();
+            oversize::assert_refused(&error, &format!("{server}doc"), "1 MiB", &sent);
+            assert!(!error.contains("s3cr3t"), "{framing:?}: {error}");
+        }
     }
 
     #[tokio::test]

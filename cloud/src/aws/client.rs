@@ -10,6 +10,7 @@ use url::Url;
 
 use super::credentials::{AwsCredentials, CredentialsError};
 use super::endpoints::{self, EndpointOptions, Service};
+use crate::http::BodyError;
 
 const MAX_ATTEMPTS: u32 = 5;
 const BACKOFF_BASE: Duration = Duration::from_millis(50);
@@ -120,6 +121,27 @@ pub(crate) fn transport_error(
         reason,
         timeout,
     }
+}
+
+/// The body of an answer of `service`, at most its `max_answer` bytes (an
+/// error answer too).
+pub(crate) async fn read_answer(
+    service: Service,
+    action: &'static str,
+    url: &Url,
+    response: reqwest::Response,
+) -> Result<Vec<u8>, AwsError> {
+    let service_name = service.signing_name;
+    crate::http::read_body(response, service.max_answer)
+        .await
+        .map_err(|e| match e {
+            BodyError::Transport(e) => transport_error(service_name, action, url, e),
+            too_large @ BodyError::TooLarge { .. } => AwsError::Garbage {
+                service: service_name,
+                action,
+                problem: too_large.to_string(),
+            },
+        })
 }
 
 /// An error from a query-protocol (XML) service: EC2's `Response/Errors/Error`
@@ -361,12 +383,9 @@ impl AwsClient {
             .get("x-amzn-errortype")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let answer = response
-            .bytes()
-            .await
-            .map_err(|e| transport_error(service.signing_name, action, url, e))?;
+        let answer = read_answer(service, action, url, response).await?;
         if (200..300).contains(&status) {
-            return Ok(answer.to_vec());
+            return Ok(answer);
         }
         Err(match protocol {
             Protocol::Json { .. } => json_error(service.signing_name, action, status, error_type.as_deref(), &answer),
@@ -417,6 +436,44 @@ impl AwsClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// EC2 and ECR answers are read up to their caps, however the body
+    /// is framed; more is refused without being read.
+    #[tokio::test]
+    async fn answers_larger_than_the_cap_are_refused() {
+        use crate::http::oversize;
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let credentials = AwsCredentials {
+            access_key_id: "AKIDEXAMPLE".into(),
+            secret_access_key: "secret".to_owned().into(),
+            session_token: None,
+            expires_at: None,
+            source: "test",
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let client_of = |server: &str| {
+            let endpoints = EndpointOptions {
+                global_override: Some(server.to_owned()),
+                ..EndpointOptions::default()
+            };
+            AwsClient::new(reqwest::Client::new(), "us-east-1", endpoints)
+        };
+        for framing in oversize::FRAMINGS {
+            let (server, sent) = oversize::serve(framing).await;
+            let error = super::super::ec2::describe_volumes(&client_of(&server), &["vol-1"], &credentials, deadline)
+                .await
+                .unwrap_err();
+            assert!(matches!(error, AwsError::Garbage { .. }), "{framing:?}: {error}");
+            oversize::assert_refused(&error.to_string(), &server, "4 MiB", &sent);
+
+            let (server, sent) = oversize::serve(framing).await;
+            let error = super::super::ecr::authorization_token(&client_of(&server), false, &credentials, deadline)
+                .await
+                .unwrap_err()
+                .to_string();
+            oversize::assert_refused(&error, &server, "4 MiB", &sent);
+        }
+    }
 
     #[test]
     fn error_codes_from_both_protocols() {

@@ -126,27 +126,26 @@ impl CredentialsChain {
     }
 
     async fn find(&self) -> Result<AwsCredentials, CredentialsError> {
-        let mut tried = Vec::new();
         if let Some(found) = self.environment()? {
             return Ok(found);
         }
-        tried.push("no AWS_ACCESS_KEY_ID");
         if let Some(found) = self.web_identity().await? {
             return Ok(found);
         }
-        tried.push("no AWS_WEB_IDENTITY_TOKEN_FILE");
         if let Some(found) = self.container().await? {
             return Ok(found);
         }
-        tried.push("no AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI");
-        match self.instance_role().await {
+        let imds = match self.instance_role().await {
             Ok(Some(found)) => return Ok(found),
-            Ok(None) => tried.push("IMDS disabled"),
-            Err(reason) => {
-                tracing::debug!(%reason, "no instance role");
-                tried.push("no instance role from IMDS");
-            }
-        }
+            Ok(None) => "IMDS disabled".to_owned(),
+            Err(reason) => format!("no instance role from IMDS ({reason})"),
+        };
+        let tried = [
+            "no AWS_ACCESS_KEY_ID",
+            "no AWS_WEB_IDENTITY_TOKEN_FILE",
+            "no AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI",
+            &imds,
+        ];
         Err(CredentialsError::NotFound {
             tried: tried.join("; "),
         })
@@ -230,7 +229,7 @@ impl CredentialsChain {
             .await
             .map_err(|e| match e {
                 crate::http::BodyError::Transport(e) => source_error(format!("{url}: {}", e.without_url())),
-                too_large => source_error(format!("{url}: {too_large}")),
+                too_large => source_error(too_large.to_string()),
             })?;
         let parsed: ContainerCredentials = serde_json::from_slice(&body)
             .map_err(|_| source_error(format!("{url} sent something that is not credentials")))?;
@@ -252,45 +251,29 @@ impl CredentialsChain {
             .unwrap_or_else(|| "http://169.254.169.254/".to_owned());
         let base = Url::parse(&base).map_err(|e| format!("AWS_EC2_METADATA_SERVICE_ENDPOINT {base:?}: {e}"))?;
         let join = |path: &str| base.join(path).map_err(|e| e.to_string());
-        let token = self
-            .http
-            .put(join("latest/api/token")?)
-            .header("X-aws-ec2-metadata-token-ttl-seconds", "300")
-            .timeout(Duration::from_secs(1))
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| e.without_url().to_string())?
-            .text()
-            .await
-            .map_err(|e| e.to_string())?;
+        let token = imds_read(
+            self.http
+                .put(join("latest/api/token")?)
+                .header("X-aws-ec2-metadata-token-ttl-seconds", "300")
+                .timeout(Duration::from_secs(1)),
+        )
+        .await?;
+        let token = String::from_utf8_lossy(&token);
         let get = |url: Url| {
             self.http
                 .get(url)
                 .header("X-aws-ec2-metadata-token", token.trim())
                 .timeout(Duration::from_secs(2))
-                .send()
         };
-        let roles = get(join("latest/meta-data/iam/security-credentials/")?)
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| e.without_url().to_string())?
-            .text()
-            .await
-            .map_err(|e| e.to_string())?;
+        let roles = imds_read(get(join("latest/meta-data/iam/security-credentials/")?)).await?;
+        let roles = String::from_utf8_lossy(&roles);
         let role = roles
             .lines()
             .next()
             .map(str::trim)
             .filter(|r| !r.is_empty())
             .ok_or("no instance role")?;
-        let body = get(join(&format!("latest/meta-data/iam/security-credentials/{role}"))?)
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| e.without_url().to_string())?
-            .bytes()
-            .await
-            .map_err(|e| e.to_string())?;
+        let body = imds_read(get(join(&format!("latest/meta-data/iam/security-credentials/{role}"))?)).await?;
         let parsed: ContainerCredentials =
             serde_json::from_slice(&body).map_err(|_| "unreadable instance role credentials")?;
         Ok(Some(container_credentials(parsed, "the EC2 instance role")))
@@ -318,6 +301,22 @@ impl CredentialsChain {
 
 /// Far above any credentials answer (a few KB).
 const MAX_CREDENTIALS_ANSWER: usize = 1 << 20;
+
+/// One IMDS answer (a token, the role's name, its credentials), at most
+/// [`MAX_CREDENTIALS_ANSWER`] bytes.
+async fn imds_read(request: reqwest::RequestBuilder) -> Result<Vec<u8>, String> {
+    let response = request
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| e.without_url().to_string())?;
+    crate::http::read_body(response, MAX_CREDENTIALS_ANSWER)
+        .await
+        .map_err(|e| match e {
+            crate::http::BodyError::Transport(e) => e.without_url().to_string(),
+            too_large => too_large.to_string(),
+        })
+}
 
 /// Far above any real token (a service-account token is 1-2 KB).
 const MAX_TOKEN_FILE: u64 = 64 << 10;
@@ -423,6 +422,21 @@ mod tests {
             assert!(!error.contains('\n'), "{error}");
         }
         assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0, "STS was called");
+    }
+
+    /// The instance role's IMDS answers are read up to 1 MiB; more is
+    /// refused without being read, and the refusal is in the chain's error.
+    #[tokio::test]
+    async fn instance_role_answers_larger_than_the_cap_are_refused() {
+        use crate::http::oversize;
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        for framing in oversize::FRAMINGS {
+            let (server, sent) = oversize::serve(framing).await;
+            let chain = CredentialsChain::new(reqwest::Client::new(), "us-east-1".into(), EndpointOptions::default())
+                .with_environment(vec![("AWS_EC2_METADATA_SERVICE_ENDPOINT".into(), server.clone())]);
+            let error = chain.credentials().await.unwrap_err().to_string();
+            oversize::assert_refused(&error, &server, "1 MiB", &sent);
+        }
     }
 
     #[test]

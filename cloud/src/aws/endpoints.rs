@@ -80,6 +80,8 @@ pub struct Service {
     pub dual_stack_prefix: &'static str,
     /// Suffix of `AWS_ENDPOINT_URL_<ID>`.
     pub env_id: &'static str,
+    /// The largest answer read from it: more is refused, not buffered.
+    pub max_answer: usize,
 }
 
 pub const EC2: Service = Service {
@@ -88,6 +90,9 @@ pub const EC2: Service = Service {
     fips_prefix: "ec2-fips",
     dual_stack_prefix: "ec2",
     env_id: "EC2",
+    // Far above an answer about one volume or instance (a few KB), with
+    // room for the many volumes or tags a large instance may have.
+    max_answer: 4 << 20,
 };
 pub const ECR: Service = Service {
     signing_name: "ecr",
@@ -95,6 +100,9 @@ pub const ECR: Service = Service {
     fips_prefix: "ecr-fips",
     dual_stack_prefix: "ecr",
     env_id: "ECR",
+    // Far above an authorization token answer (a few KB), and above the
+    // megabyte of error text a broken server may send (then capped).
+    max_answer: 4 << 20,
 };
 pub const ECR_PUBLIC: Service = Service {
     signing_name: "ecr-public",
@@ -102,6 +110,7 @@ pub const ECR_PUBLIC: Service = Service {
     fips_prefix: "api.ecr-public",
     dual_stack_prefix: "ecr-public",
     env_id: "ECR_PUBLIC",
+    max_answer: 4 << 20,
 };
 pub const STS: Service = Service {
     signing_name: "sts",
@@ -109,6 +118,8 @@ pub const STS: Service = Service {
     fips_prefix: "sts-fips",
     dual_stack_prefix: "sts",
     env_id: "STS",
+    // Far above a credentials answer (a few KB).
+    max_answer: 1 << 20,
 };
 
 /// How to reach endpoints; from the environment by [`EndpointOptions::from_env`].

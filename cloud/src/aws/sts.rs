@@ -9,12 +9,8 @@ use url::Url;
 
 use super::client::{self, AwsError};
 use super::credentials::AwsCredentials;
-use crate::http::BodyError;
 
 const ACTION: &str = "AssumeRoleWithWebIdentity";
-
-/// Far above any STS answer (a few KB).
-const MAX_ANSWER: usize = 1 << 20;
 
 /// Assumes `role_arn` with `token`. Errors carry STS's own code
 /// (`AccessDenied`, `InvalidIdentityToken`, `ExpiredTokenException`, …).
@@ -45,16 +41,7 @@ pub async fn assume_role_with_web_identity(
         .await
         .map_err(|e| client::transport_error("sts", ACTION, endpoint, e))?;
     let status = response.status().as_u16();
-    let body = crate::http::read_body(response, MAX_ANSWER)
-        .await
-        .map_err(|e| match e {
-            BodyError::Transport(e) => client::transport_error("sts", ACTION, endpoint, e),
-            too_large @ BodyError::TooLarge { .. } => AwsError::Garbage {
-                service: "sts",
-                action: ACTION,
-                problem: too_large.to_string(),
-            },
-        })?;
+    let body = client::read_answer(super::endpoints::STS, ACTION, endpoint, response).await?;
     let body = String::from_utf8_lossy(&body);
     if !(200..300).contains(&status) {
         return Err(client::xml_error("sts", ACTION, status, &body));

@@ -92,7 +92,7 @@ async fn session_token(client: &MetadataClient) -> Result<String, MetadataError>
             hint: ": the IMDSv2 session token was refused; check the instance's metadata options (http-endpoint enabled, http-put-response-hop-limit of 2 or more inside containers)",
         });
     }
-    let token = response.text().await.map_err(|e| client.transport_error(&url, e))?;
+    let token = client.body(&url, response).await?;
     let token = token.trim().to_owned();
     if token.is_empty() {
         return Err(client.garbage("latest/api/token", "empty IMDSv2 session token"));

@@ -144,9 +144,18 @@ pub enum MetadataError {
         url: String,
         problem: String,
     },
+    #[error("{provider} metadata service: {source}")]
+    TooLarge {
+        provider: &'static str,
+        source: crate::http::BodyError,
+    },
     #[error("{0}")]
     Client(#[from] crate::http::HttpClientError),
 }
+
+/// Far above any metadata document (the largest, Azure's and OpenStack's,
+/// are a few KB; AWS's user data, up to 16 KB, is never read).
+const MAX_DOCUMENT: usize = 1 << 20;
 
 /// A metadata client for one provider at one base URL.
 #[derive(Debug, Clone)]
@@ -214,8 +223,21 @@ impl MetadataClient {
                 hint: "",
             });
         }
-        let body = response.text().await.map_err(|e| self.transport_error(&url, e))?;
-        Ok(Some(body))
+        self.body(&url, response).await.map(Some)
+    }
+
+    /// The text of an answer from `url`, at most [`MAX_DOCUMENT`] bytes.
+    async fn body(&self, url: &Url, response: reqwest::Response) -> Result<String, MetadataError> {
+        let body = crate::http::read_body(response, MAX_DOCUMENT)
+            .await
+            .map_err(|e| match e {
+                crate::http::BodyError::Transport(e) => self.transport_error(url, e),
+                too_large => MetadataError::TooLarge {
+                    provider: self.provider.name(),
+                    source: too_large,
+                },
+            })?;
+        Ok(String::from_utf8_lossy(&body).into_owned())
     }
 
     /// Like [`get`](Self::get), but the path must exist.
@@ -329,6 +351,23 @@ fn shorten(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every provider's metadata documents are read up to 1 MiB, however
+    /// the body is framed; more is refused without being read.
+    #[tokio::test]
+    async fn answers_larger_than_the_cap_are_refused() {
+        use crate::http::oversize;
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        for provider in Provider::ALL {
+            for framing in oversize::FRAMINGS {
+                let (server, sent) = oversize::serve(framing).await;
+                let client = MetadataClient::new(provider, server.parse().unwrap(), Duration::from_secs(30)).unwrap();
+                let error = client.instance().await.unwrap_err().to_string();
+                assert!(error.starts_with(provider.name()), "{error}");
+                oversize::assert_refused(&error, &server, "1 MiB", &sent);
+            }
+        }
+    }
 
     #[test]
     fn node_names_are_dns_1123_subdomains_as_kubelet_lowercases_them() {
