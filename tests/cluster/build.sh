@@ -5,6 +5,9 @@
 # test program (kubelet-credcheck) and kustomize-render. A binary already
 # there is not rebuilt unless its inputs (Go version, go.mod, go.sum, the
 # program's sources) changed. Go's caches live in .cache/go/.
+#
+#   bash tests/cluster/build.sh                   # every binary
+#   bash tests/cluster/build.sh kubelet-nodeip    # only the ones named
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -26,8 +29,12 @@ now() { date +%s; }
 # new Go) rebuilds it.
 stamp() { { go version; cat "$here/go.mod" "$here/go.sum" "$@"; } | sha256sum | cut -c1-16; }
 
+only=("$@")
 build() { # name stamp-inputs... -- package
 	local name="$1"; shift
+	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qxF "$name"; then
+		return
+	fi
 	local inputs=()
 	while [ "$1" != "--" ]; do inputs+=("$1"); shift; done
 	shift
@@ -51,4 +58,5 @@ build etcd "$here/cmd/etcd/main.go" -- ./cmd/etcd
 build kube-apiserver -- k8s.io/kubernetes/cmd/kube-apiserver
 build kubelet-credcheck "$here"/cmd/kubelet-credcheck/*.go -- ./cmd/kubelet-credcheck
 build kustomize-render "$here"/cmd/kustomize-render/*.go -- ./cmd/kustomize-render
+build kubelet-nodeip "$here"/cmd/kubelet-nodeip/*.go -- ./cmd/kubelet-nodeip
 echo "build.sh: cluster binaries in $out ($(( $(now) - t_start ))s)"
