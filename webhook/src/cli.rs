@@ -390,6 +390,49 @@ mod tests {
     }
 
     #[test]
+    fn serve_limit_flags_parse() {
+        let serve = |extra: &[&str]| {
+            let mut args = vec![
+                "pv-topology-webhook",
+                "serve",
+                "--tls-cert-file",
+                "c",
+                "--tls-key-file",
+                "k",
+            ];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args)
+        };
+        let cli = serve(&[
+            "--header-read-timeout",
+            "2s",
+            "--idle-timeout",
+            "1m",
+            "--body-read-timeout",
+            "500ms",
+            "--max-connections",
+            "64",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not parsed as serve: {:?}", cli.command);
+        };
+        let limits = crate::serve_config(&args).limits;
+        assert_eq!(limits.header_read_timeout, Duration::from_secs(2));
+        assert_eq!(limits.idle_timeout, Duration::from_secs(60));
+        assert_eq!(limits.body_read_timeout, Duration::from_millis(500));
+        assert_eq!(limits.max_connections, 64);
+        for bad in [
+            ["--max-connections", "0"],
+            ["--idle-timeout", "0s"],
+            ["--body-read-timeout", "10"],
+        ] {
+            let error = serve(&bad).unwrap_err().to_string();
+            assert!(error.contains(bad[0]), "{error}");
+        }
+    }
+
+    #[test]
     fn certs_and_sleep_flags_parse() {
         let cli = Cli::try_parse_from([
             "pv-topology-webhook",
