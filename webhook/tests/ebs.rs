@@ -61,6 +61,9 @@ async fn create_volume(moto: &Moto, region: &str, zone: &str) -> String {
 fn review(url: &str, pv: Value, extra: &[&str]) -> Answer {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
         .args(["review", "--aws-ebs-lookup", "--aws-region", "us-east-1"])
+        // moto's first EC2 call loads its backend, which can take seconds on a
+        // loaded machine; these tests are about answers, not the deadline.
+        .args(["--lookup-timeout", "30s"])
         .args(extra)
         .env("AWS_ENDPOINT_URL", url)
         .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
