@@ -20,7 +20,9 @@ pub enum FileError {
     },
     #[error("{path}: is {kind}, not a regular file; give the path of a regular file")]
     NotRegular { path: PathBuf, kind: &'static str },
-    #[error("{path}: larger than {limit} bytes, the most this program reads from such a file; check that the path is right")]
+    #[error(
+        "{path}: larger than {limit} bytes, the most this program reads from such a file; check that the path is right"
+    )]
     TooLarge { path: PathBuf, limit: u64 },
     #[error("{path}: not UTF-8 text ({source})")]
     NotUtf8 {

@@ -72,7 +72,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "admission_requests",
-            "AdmissionReview requests answered, by outcome (the `outcome` audit annotation, or bad-request / too-large for a body that is not a review) and allowed",
+            "AdmissionReview requests answered, by outcome (the `outcome` audit annotation, or, for a body that is not answered as a review: bad-request, too-large, body-timeout (not received within --body-read-timeout) or busy (over the buffered-bytes budget)) and allowed",
             requests.clone(),
         );
         // 0.25 ms to about 4 s: loopback answers to lookups that hit their deadline.

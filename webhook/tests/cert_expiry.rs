@@ -4,15 +4,13 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::net::*;
-use pv_topology_webhook::tls::{CertInfo, ExpiryWatch, Validity};
+use pv_topology_webhook::tls::{CertInfo, ExpiryWatch, TlsFiles, Validity};
 use rcgen::{CertificateParams, KeyPair};
 use time::OffsetDateTime;
 
-const BIN: &str = env!("CARGO_BIN_EXE_pv-topology-webhook");
 const DAY: i64 = 86_400;
 
 fn info(not_before: i64, not_after: i64) -> CertInfo {
@@ -71,14 +69,6 @@ fn self_signed(not_before: OffsetDateTime, not_after: OffsetDateTime) -> (String
     (cert.pem(), key.serialize_pem())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_warns_at_start_about_an_expired_certificate_and_stays_ready() {
     let dir = tempfile::tempdir().unwrap();
@@ -86,28 +76,11 @@ async fn serve_warns_at_start_about_an_expired_certificate_and_stays_ready() {
     let (cert, key) = self_signed(now - time::Duration::days(30), now - time::Duration::days(1));
     std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
     std::fs::write(dir.path().join("tls.key"), key).unwrap();
-    let metrics_port = free_port();
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-        .args(["--shutdown-delay", "0s"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let metrics_addr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get_status(metrics_addr, "/readyz").await.ok() != Some(200) {
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            panic!("never ready: {:?}", child.wait_with_output().unwrap());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let files = TlsFiles {
+        cert: dir.path().join("tls.crt"),
+        key: dir.path().join("tls.key"),
+    };
+    let ServeProcess { child, .. } = spawn_serve(&[], &files, &["--shutdown-delay", "0s"]).await;
     assert!(
         Command::new("kill")
             .args(["-TERM", &child.id().to_string()])

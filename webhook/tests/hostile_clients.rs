@@ -8,7 +8,7 @@ mod common;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -509,30 +509,15 @@ async fn shutdown_cuts_stuck_connections_at_the_drain_timeout() {
     assert!(kinds.contains(&raw_h2::GOAWAY), "{kinds:?}");
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_pv-topology-webhook");
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_a_half_open_admin_connection_exits_within_the_drain_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_pair(dir.path(), &TestCa::new("ca").server());
-    let metrics_port = free_port();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--shutdown-delay", "0s", "--drain-timeout", "2s"])
-        .args(["--listen", "127.0.0.1:0"])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-        .arg("--tls-cert-file")
-        .arg(&files.cert)
-        .arg("--tls-key-file")
-        .arg(&files.key)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let metrics_addr: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get_status(metrics_addr, "/readyz").await.ok() != Some(200) {
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ServeProcess {
+        mut child,
+        metrics: metrics_addr,
+        ..
+    } = spawn_serve(&[], &files, &["--shutdown-delay", "0s", "--drain-timeout", "2s"]).await;
     let mut admin = TcpStream::connect(metrics_addr).await.unwrap();
     admin.write_all(b"GET /metrics HTTP/1.1\r\nHost: x").await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -3,7 +3,7 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt as _;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,14 +17,6 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use x509_parser::extensions::GeneralName;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pv-topology-webhook");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[test]
 fn certs_writes_a_ca_and_a_serving_certificate_it_signed() {
@@ -174,35 +166,24 @@ async fn serve_stops_on_sigterm_after_the_delay_with_exit_0() {
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("ca");
     let files = write_pair(dir.path(), &ca.server());
-    let (port, metrics_port) = (free_port(), free_port());
-    let child = Command::new(BIN)
-        .args([
-            "--log-level",
-            "info",
-            "serve",
+    let rules = data_dir().join("rules.yaml");
+    let ServeProcess {
+        child,
+        addr,
+        metrics: metrics_addr,
+    } = spawn_serve(
+        &["--log-level", "info"],
+        &files,
+        &[
             "--shutdown-delay",
             "3s",
             "--drain-timeout",
             "2s",
-        ])
-        .arg("--tls-cert-file")
-        .arg(&files.cert)
-        .arg("--tls-key-file")
-        .arg(&files.key)
-        .arg("--rules")
-        .arg(data_dir().join("rules.yaml"))
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    let metrics_addr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get_status(metrics_addr, "/readyz").await.ok() != Some(200) {
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            "--rules",
+            rules.to_str().unwrap(),
+        ],
+    )
+    .await;
     let body = fixture("rules-driver.json");
     let (status, _, _) = post_once(addr, default_client(&ca.pem), &body).await.unwrap();
     assert_eq!(status, 200);
@@ -260,23 +241,7 @@ fn serve_refuses_a_missing_certificate_naming_the_flag() {
 async fn a_second_signal_stops_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_pair(dir.path(), &TestCa::new("ca").server());
-    let metrics_port = free_port();
-    let child = Command::new(BIN)
-        .args(["serve", "--shutdown-delay", "30s", "--listen", "127.0.0.1:0"])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-        .arg("--tls-cert-file")
-        .arg(&files.cert)
-        .arg("--tls-key-file")
-        .arg(&files.key)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let metrics_addr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get_status(metrics_addr, "/readyz").await.ok() != Some(200) {
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ServeProcess { child, .. } = spawn_serve(&[], &files, &["--shutdown-delay", "30s"]).await;
     let started = Instant::now();
     for _ in 0..2 {
         Command::new("kill")

@@ -251,6 +251,48 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A `pv-topology-webhook serve` process: HTTPS on `addr`, metrics on `metrics`.
+pub struct ServeProcess {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    pub metrics: SocketAddr,
+}
+
+/// Starts `pv-topology-webhook [global…] serve` with `files`, loopback ports and `args`
+/// (stderr piped), and waits until `/readyz` answers 200; fails with the child's
+/// output if it exits or is not ready within 20 s.
+pub async fn spawn_serve(global: &[&str], files: &TlsFiles, args: &[&str]) -> ServeProcess {
+    use std::process::{Command, Stdio};
+    let (port, metrics_port) = (free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
+        .args(global)
+        .arg("serve")
+        .arg("--tls-cert-file")
+        .arg(&files.cert)
+        .arg("--tls-key-file")
+        .arg(&files.key)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let metrics: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while get_status(metrics, "/readyz").await.ok() != Some(200) {
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("never ready: {:?}", child.wait_with_output().unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    ServeProcess {
+        child,
+        addr: format!("127.0.0.1:{port}").parse().unwrap(),
+        metrics,
+    }
+}
+
 /// Server settings for tests: loopback, ephemeral ports, fast reload, short delays.
 pub fn test_config(files: TlsFiles) -> ServeConfig {
     ServeConfig {
