@@ -84,6 +84,16 @@ pub fn file_cases() -> Vec<(String, String)> {
             "ok-json.json",
             r#"{"apiVersion":"kubelet.config.k8s.io/v1","kind":"CredentialProviderConfig","providers":[{"name":"p","apiVersion":"credentialprovider.kubelet.k8s.io/v1","matchImages":["*.example.com"],"defaultCacheDuration":"1h"}]}"#.into(),
         ),
+        // A UTF-8 byte-order mark, as some editors on Windows write (issue 9).
+        ("bom.yaml", format!("\u{feff}{}", one(&provider("p", "")))),
+        (
+            "bom.json",
+            "\u{feff}{\"apiVersion\":\"kubelet.config.k8s.io/v1\",\"kind\":\"CredentialProviderConfig\",\"providers\":[]}".into(),
+        ),
+        // Nesting deeper than check-config's limit of 32 (issue 9): no field of the
+        // config nests that deep, so kubelet refuses it too.
+        ("bad-deep-nesting.yaml", format!("{HEAD}providers: []
+x: {}{}\n", "[".repeat(40), "]".repeat(40))),
         ("ok-token-attributes.yaml", token(sa)),
         ("ok-token-cache-serviceaccount.yaml", token("serviceAccountTokenAudience: a\ncacheType: ServiceAccount\nrequireServiceAccount: true")),
         (
