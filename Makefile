@@ -17,9 +17,10 @@ build:
 release:
 	$(CARGO) build --workspace --release --locked
 
+# The demo builds the `demo` profile (no fat LTO): minutes faster on a fresh machine.
 demo:
-	$(CARGO) build --release --locked -p pv-topology-webhook -p cloud-credential-provider -p node-ip-helper
-	@bash scripts/demo.sh
+	$(CARGO) build --profile demo --locked -p pv-topology-webhook -p cloud-credential-provider -p node-ip-helper
+	@DEMO_BIN_DIR=target/demo bash scripts/demo.sh
 
 # moto's server (AWS APIs and IMDS) for the tests that talk to AWS.
 tools: $(VENV)/.moto-$(MOTO_VERSION)

@@ -2,13 +2,14 @@
 # `make demo`: each program on embedded defaults, no cloud or cluster needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=target/release
+# `make demo` builds target/demo/ (a quick-to-build profile); default: the release build.
+BIN=${DEMO_BIN_DIR:-target/release}
 DATA=tests/data/credential-provider
 
 section() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 section "pv-topology-webhook: PVs reviewed over HTTPS by a local server"
-bash scripts/demo-webhook.sh
+BIN="$BIN/pv-topology-webhook" bash scripts/demo-webhook.sh
 
 section "cloud-credential-provider: kubelet asks for registry.example.com/team-b/app (static backend)"
 request='{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"registry.example.com/team-b/app"}'
