@@ -3,13 +3,17 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use cloud_access::logging::LogFormat;
 use ipnet::IpNet;
 
+use crate::choose::Config;
+pub use crate::choose::NodeNameFrom;
 use crate::family::IpFamilyPolicy;
-use crate::filters::InterfacePattern;
+use crate::filters::{self, Filters, InterfacePattern};
+pub use crate::output::CheckOutput;
 use crate::output::OutputFormat;
+pub use crate::source::Source;
 
 /// Chooses the node's IP address(es) before kubelet starts with
 /// --cloud-provider=external, the way the cloud controller manager will
@@ -92,37 +96,6 @@ pub struct DetectArgs {
     /// valid node name (a DNS-1123 subdomain).
     #[arg(long, env = "NODE_IP_HELPER_NODE_NAME_FROM", value_enum)]
     pub node_name_from: Option<NodeNameFrom>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Source {
-    /// The host's interfaces and routes (netlink).
-    Local,
-    /// AWS EC2 instance metadata (IMDSv2; the IPv6 endpoint with --ip-family ipv6).
-    Aws,
-    /// Google Compute Engine metadata server.
-    Gce,
-    /// Azure Instance Metadata Service.
-    Azure,
-    /// OpenStack metadata service, or a config drive with --config-drive.
-    Openstack,
-    /// DigitalOcean droplet metadata.
-    Digitalocean,
-    /// Hetzner Cloud server metadata.
-    Hetzner,
-    /// Ask every metadata service at once; the host's own state if none answers.
-    Auto,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum NodeNameFrom {
-    /// The kernel's hostname, lowercased as kubelet does.
-    Hostname,
-    /// The cloud's instance ID (needs a cloud --source).
-    InstanceId,
-    /// EC2's PrivateDnsName, from DescribeInstances (needs --source aws and
-    /// ec2:DescribeInstances; right also with a custom DHCP domain).
-    PrivateDns,
 }
 
 #[derive(Debug, Args)]
@@ -209,10 +182,34 @@ pub struct CheckCommand {
     pub output: CheckOutput,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CheckOutput {
-    Text,
-    Json,
+impl DetectArgs {
+    /// The choice's configuration: the one place the flags become it.
+    pub fn config(&self) -> Config {
+        Config {
+            ip_family: self.ip_family,
+            filters: self.filters.filters(),
+            skip_local_check: self.metadata.skip_local_check,
+            node_name_from: self.node_name_from,
+        }
+    }
+}
+
+impl FilterArgs {
+    /// The default exclusions unless refused, then the flags'.
+    pub fn filters(&self) -> Filters {
+        let mut excluded = if self.no_default_excludes {
+            Vec::new()
+        } else {
+            filters::default_exclusions()
+        };
+        excluded.extend(self.exclude_interfaces.iter().cloned());
+        Filters {
+            interfaces: self.interfaces.clone(),
+            excluded_interfaces: excluded,
+            allow_cidrs: self.allow_cidrs.clone(),
+            deny_cidrs: self.deny_cidrs.clone(),
+        }
+    }
 }
 
 fn parse_interface(text: &str) -> Result<InterfacePattern, String> {

@@ -38,10 +38,11 @@ impl Family {
 }
 
 /// `--ip-family`: which families the node gets, primary first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IpFamilyPolicy {
     /// One IPv4 address.
+    #[default]
     Ipv4,
     /// One IPv6 address.
     Ipv6,

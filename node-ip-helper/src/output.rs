@@ -1,11 +1,15 @@
-//! What `detect` prints and `write` stores: JSON for people and tools,
-//! kubelet flags, or shell-safe assignments for an environment file.
+//! Rendering, apart from choosing and observing: what `detect` prints and
+//! `write` stores (JSON for people and tools, kubelet flags, or shell-safe
+//! assignments for an environment file), and what `check` prints.
 
 use std::net::IpAddr;
 
 use serde::Serialize;
 
+use crate::ccm::Verdict;
+use crate::live::{self, Diagnosis, NodeFacts};
 use crate::select::ChosenAddress;
+use crate::source::Origin;
 
 /// The choice, with its reasons.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -18,7 +22,7 @@ pub struct Detection {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
     /// `local`, or the cloud whose metadata service gave the addresses.
-    pub source: String,
+    pub source: Origin,
     pub addresses: Vec<ChosenAddress>,
     /// Every address the metadata service lists, in the cloud controller
     /// manager's order: what the node's `status.addresses` will be built from.
@@ -85,6 +89,96 @@ impl Detection {
     }
 }
 
+/// `check`'s output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckOutput {
+    Text,
+    Json,
+}
+
+/// `check --node-ip`: the verdict on `node_ip`.
+pub fn verdict(node_ip: &str, verdict: &Verdict, format: CheckOutput) -> String {
+    match format {
+        // Serializing plain strings cannot fail.
+        CheckOutput::Json => serde_json::to_string_pretty(verdict).unwrap_or_default() + "\n",
+        CheckOutput::Text => describe_verdict(node_ip, verdict),
+    }
+}
+
+/// `check --node`: the Node's facts and the diagnosis.
+pub fn node(facts: &NodeFacts, diagnosis: &Diagnosis, format: CheckOutput) -> String {
+    match format {
+        CheckOutput::Json => {
+            let report = serde_json::json!({"node": facts, "diagnosis": diagnosis});
+            serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+        }
+        CheckOutput::Text => describe_node(facts, diagnosis),
+    }
+}
+
+fn describe_node(facts: &NodeFacts, diagnosis: &Diagnosis) -> String {
+    let mut text = format!(
+        "Node {}: provided-node-ip {}, providerID {}, taint {}\n",
+        facts.name,
+        facts.provided_node_ip.as_deref().unwrap_or("(none)"),
+        facts.provider_id.as_deref().unwrap_or("(empty)"),
+        if facts.uninitialized {
+            live::UNINITIALIZED_TAINT
+        } else {
+            "(none)"
+        }
+    );
+    match diagnosis {
+        Diagnosis::Initialized { addresses, warning } => {
+            text.push_str("OK: the node is initialized; its addresses:\n");
+            for address in addresses {
+                text.push_str(&format!("  {:<12} {}\n", address.kind, address.address));
+            }
+            if let Some(warning) = warning {
+                text.push_str(&format!("WARNING: {warning}\n"));
+            }
+        }
+        Diagnosis::Stuck { reason, fix } => {
+            text.push_str(&format!("STUCK: {reason}\nFIX: {fix}\n"));
+        }
+    }
+    text
+}
+
+fn describe_verdict(node_ip: &str, verdict: &Verdict) -> String {
+    match verdict {
+        Verdict::Initializes {
+            annotation,
+            addresses,
+            ignored,
+        } => {
+            let mut text = String::new();
+            if !ignored.is_empty() {
+                text.push_str(&format!(
+                    "NOTE: kubelet cannot parse {ignored:?} in --node-ip, logs \"Could not parse some node IP(s), ignoring them\" and carries on without\n"
+                ));
+            }
+            text.push_str(&match annotation {
+                Some(value) => format!(
+                    "OK: kubelet annotates the node alpha.kubernetes.io/provided-node-ip={value}; the cloud controller manager accepts it, removes the uninitialized taint and sets:\n"
+                ),
+                None => format!(
+                    "OK: --node-ip={node_ip:?} sets no provided-node-ip annotation; the cloud controller manager sets every cloud address:\n"
+                ),
+            });
+            for address in addresses {
+                text.push_str(&format!("  {:<12} {}\n", address.kind, address.address));
+            }
+            text
+        }
+        Verdict::KubeletRefuses { reason } => format!("REFUSED by kubelet, which will not start: {reason}\n"),
+        Verdict::StaysTainted { annotation, reason } => format!(
+            "STUCK: the node keeps the node.cloudprovider.kubernetes.io/uninitialized taint: {reason} (annotation {}); pick a --node-ip among the cloud's addresses\n",
+            annotation.as_deref().unwrap_or("absent")
+        ),
+    }
+}
+
 /// Single-quoted for POSIX shells and systemd alike; a `'` cannot occur in
 /// an IP or a valid node name, but is escaped all the same.
 fn quote(value: &str) -> String {
@@ -100,7 +194,7 @@ mod tests {
         Detection {
             node_ips: vec!["10.0.0.5".parse().unwrap(), "fd00::5".parse().unwrap()],
             hostname: hostname.map(str::to_owned),
-            source: "local".into(),
+            source: Origin::Local,
             cloud_addresses: None,
             addresses: vec![ChosenAddress {
                 ip: "10.0.0.5".parse().unwrap(),

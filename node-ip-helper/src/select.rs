@@ -123,10 +123,23 @@ fn is_link_local(ip: &IpAddr) -> bool {
 /// The choice for every family the policy asks for, primary first.
 pub fn choose(host: &Host, filters: &Filters, policy: IpFamilyPolicy) -> Result<Vec<ChosenAddress>, NoAddress> {
     let (candidates, rejections) = candidates(host, filters);
+    per_family(policy, rejections, |family, _| {
+        choose_in_family(host, &candidates, family)
+    })
+}
+
+/// What `pick` finds for each family of the policy, primary first; every
+/// family must have one, or the failure lists what was set aside (the
+/// `rejections` given, and those `pick` adds).
+pub fn per_family(
+    policy: IpFamilyPolicy,
+    mut rejections: Vec<Rejection>,
+    mut pick: impl FnMut(Family, &mut Vec<Rejection>) -> Option<ChosenAddress>,
+) -> Result<Vec<ChosenAddress>, NoAddress> {
     let mut chosen = Vec::new();
     let mut missing = Vec::new();
     for &family in policy.families() {
-        match choose_in_family(host, &candidates, family) {
+        match pick(family, &mut rejections) {
             Some(address) => chosen.push(address),
             None => missing.push(family),
         }
@@ -204,12 +217,12 @@ fn choose_in_family(host: &Host, candidates: &[&HostAddress], family: Family) ->
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::filters::default_exclusions;
     use crate::host::{DefaultRoute, Interface};
 
-    fn interface(index: u32, name: &str) -> Interface {
+    pub(crate) fn interface(index: u32, name: &str) -> Interface {
         Interface {
             index,
             name: name.into(),
@@ -218,7 +231,7 @@ mod tests {
         }
     }
 
-    fn address(index: u32, ip: &str) -> HostAddress {
+    pub(crate) fn address(index: u32, ip: &str) -> HostAddress {
         HostAddress {
             interface_index: index,
             ip: ip.parse().unwrap(),

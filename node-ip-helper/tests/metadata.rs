@@ -288,6 +288,46 @@ fn auto_finds_the_cloud_or_falls_back_to_local() {
     assert_eq!(ips(&json), ["10.132.0.7"]);
 }
 
+/// `check`'s CCM rules with a metadata source: `auto` applies those of the
+/// cloud that answers; a local source, or `auto` with none answering, has no
+/// cloud's list to apply them to, and is refused (docs/decisions.md).
+#[test]
+fn check_applies_the_answering_clouds_rules_and_refuses_local() {
+    let Some(ns) = Netns::new() else { return };
+    let gce = ns.fake_metadata("gce.json");
+    let url = endpoint(&gce);
+    let check = |node_ip: &str, source: &str, url: &str| {
+        ns.helper(&[
+            "check",
+            "--node-ip",
+            node_ip,
+            "--source",
+            source,
+            "--metadata-endpoint",
+            url,
+            "--metadata-timeout",
+            "300ms",
+        ])
+    };
+    let out = check("10.132.0.7", "auto", &url);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("provided-node-ip=10.132.0.7"), "{}", out.stdout);
+    let out = check("10.9.9.9", "auto", &url);
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    assert!(out.stdout.starts_with("STUCK:"), "{}", out.stdout);
+    drop(gce);
+
+    let closed = endpoint(&Server::closed());
+    for (source, url, refusal) in [
+        ("local", &url, "--source local has no cloud addresses"),
+        ("auto", &closed, "--source auto: no metadata service answered"),
+    ] {
+        let out = check("10.132.0.7", source, url);
+        assert_eq!(out.status, 1);
+        assert!(out.stderr.contains(refusal), "{}", out.stderr);
+    }
+}
+
 #[test]
 fn openstack_config_drive() {
     let Some(ns) = Netns::new() else { return };

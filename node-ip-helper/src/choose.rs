@@ -1,0 +1,339 @@
+//! The choice: a pure function of what was observed ([`Observed`]) and the
+//! configuration ([`Config`]), testable without a network or a cloud.
+//! [`crate::observe`] gathers the observations; [`crate::output`] renders
+//! the [`Detection`].
+
+use std::net::IpAddr;
+
+use cloud_access::metadata::{Instance, Provider};
+
+use crate::family::{Family, IpFamilyPolicy};
+use crate::filters::Filters;
+use crate::host::Host;
+use crate::output::Detection;
+use crate::select::{self, ChosenAddress, NoAddress};
+use crate::source::Origin;
+use crate::{cloud, family};
+
+/// What the flags ask of the choice, turned into domain terms once (by
+/// [`crate::cli::DetectArgs::config`]).
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub ip_family: IpFamilyPolicy,
+    pub filters: Filters,
+    /// Accept metadata addresses that are not on a local interface.
+    pub skip_local_check: bool,
+    pub node_name_from: Option<NodeNameFrom>,
+}
+
+/// Where `--hostname-override` comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NodeNameFrom {
+    /// The kernel's hostname, lowercased as kubelet does.
+    Hostname,
+    /// The cloud's instance ID (needs a cloud --source).
+    InstanceId,
+    /// EC2's PrivateDnsName, from DescribeInstances (needs --source aws and
+    /// ec2:DescribeInstances; right also with a custom DHCP domain).
+    PrivateDns,
+}
+
+/// A cloud's view of the instance: the provider whose metadata service
+/// answered, and what it said.
+#[derive(Debug, Clone)]
+pub struct CloudView {
+    pub provider: Provider,
+    pub instance: Instance,
+}
+
+/// What the chosen source says, gathered before the (pure) choice.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// The cloud that answered; `None` for the local source (and for `auto`
+    /// when no metadata service answered).
+    pub cloud: Option<CloudView>,
+    /// The kernel's hostname, when the node name comes from it.
+    pub kernel_hostname: Option<String>,
+}
+
+impl Observed {
+    pub fn origin(&self) -> Origin {
+        match &self.cloud {
+            Some(cloud) => Origin::Cloud(cloud.provider),
+            None => Origin::Local,
+        }
+    }
+
+    fn instance(&self) -> Option<&Instance> {
+        self.cloud.as_ref().map(|c| &c.instance)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChoiceError {
+    #[error(transparent)]
+    NoAddress(#[from] NoAddress),
+    #[error("--node-name-from {wanted}: the {from} source has no {what}; use --source {hint}")]
+    NodeName {
+        wanted: &'static str,
+        from: Origin,
+        what: &'static str,
+        hint: &'static str,
+    },
+    #[error(
+        "--node-name-from {flag}: {what} {invalid}; fix the name where it comes from, or choose another --node-name-from"
+    )]
+    InvalidNodeName {
+        flag: &'static str,
+        what: String,
+        invalid: cloud_access::metadata::InvalidNodeName,
+    },
+}
+
+/// The choice: from the host's interfaces and routes with kubelet's rules
+/// for a local origin, from the cloud's list in its CCM's order otherwise.
+pub fn decide(host: &Host, config: &Config, observed: &Observed) -> Result<Detection, ChoiceError> {
+    let chosen = match &observed.cloud {
+        None => select::choose(host, &config.filters, config.ip_family)?,
+        Some(cloud) => cloud::choose_from_instance(
+            cloud.provider,
+            &cloud.instance,
+            config.ip_family,
+            &config.filters,
+            host,
+            config.skip_local_check,
+        )?,
+    };
+    detection(config, observed, chosen)
+}
+
+/// The recorded choice, if it has the families the policy asks for and
+/// every address of it is still usable: present on the host (and, for a
+/// metadata source, still listed by the cloud).
+pub fn keep_sticky(host: &Host, config: &Config, observed: &Observed, recorded: &[IpAddr]) -> Option<Detection> {
+    let families: Vec<Family> = recorded.iter().map(Family::of).collect();
+    if families != config.ip_family.families() {
+        return None;
+    }
+    let (candidates, _) = select::candidates(host, &config.filters);
+    let mut addresses = Vec::new();
+    for ip in recorded {
+        let interface = match observed.instance() {
+            None => {
+                let address = candidates.iter().find(|a| a.ip == *ip)?;
+                host.interface(address.interface_index)?.name.clone()
+            }
+            Some(instance) => {
+                if !instance.addresses.iter().any(|a| a.address == ip.to_string()) {
+                    return None;
+                }
+                let local = host
+                    .addresses
+                    .iter()
+                    .find(|a| a.ip == *ip)
+                    .and_then(|a| host.interface(a.interface_index));
+                match local {
+                    Some(interface) => interface.name.clone(),
+                    None if config.skip_local_check => String::new(),
+                    None => return None,
+                }
+            }
+        };
+        addresses.push(ChosenAddress {
+            ip: *ip,
+            family: family::Family::of(ip),
+            interface,
+            reason: "kept from the --sticky record: still present and usable".to_owned(),
+        });
+    }
+    detection(config, observed, addresses).ok()
+}
+
+/// The detection of `chosen`, with the node name and the cloud's list.
+fn detection(config: &Config, observed: &Observed, chosen: Vec<ChosenAddress>) -> Result<Detection, ChoiceError> {
+    Ok(Detection {
+        node_ips: chosen.iter().map(|c| c.ip).collect(),
+        hostname: node_name(config.node_name_from, observed)?,
+        source: observed.origin(),
+        addresses: chosen,
+        cloud_addresses: observed.instance().map(|i| i.addresses.clone()),
+    })
+}
+
+/// The `--hostname-override` value: trimmed and lowercased as kubelet does,
+/// and refused unless it is a valid node name, whichever source it came from.
+fn node_name(from: Option<NodeNameFrom>, observed: &Observed) -> Result<Option<String>, ChoiceError> {
+    let missing = |wanted, what, hint| ChoiceError::NodeName {
+        wanted,
+        from: observed.origin(),
+        what,
+        hint,
+    };
+    let (flag, what, name) = match from {
+        None => return Ok(None),
+        Some(NodeNameFrom::Hostname) => (
+            "hostname",
+            "the kernel's hostname".to_owned(),
+            observed.kernel_hostname.clone().unwrap_or_default(),
+        ),
+        Some(NodeNameFrom::InstanceId) => (
+            "instance-id",
+            format!("the {} instance ID", observed.origin()),
+            observed.instance().and_then(|i| i.instance_id.clone()).ok_or_else(|| {
+                missing(
+                    "instance-id",
+                    "instance ID",
+                    "aws, gce, azure, openstack, digitalocean or hetzner",
+                )
+            })?,
+        ),
+        Some(NodeNameFrom::PrivateDns) => (
+            "private-dns",
+            "EC2's PrivateDnsName".to_owned(),
+            observed
+                .instance()
+                .and_then(|i| i.private_dns.clone())
+                .ok_or_else(|| missing("private-dns", "private DNS name", "aws"))?,
+        ),
+    };
+    cloud_access::metadata::node_name(&name)
+        .map(Some)
+        .map_err(|invalid| ChoiceError::InvalidNodeName { flag, what, invalid })
+}
+
+#[cfg(test)]
+mod tests {
+    use cloud_access::metadata::{AddressKind, CloudAddress};
+
+    use super::*;
+    use crate::host::DefaultRoute;
+    use crate::select::tests::{address, interface};
+
+    fn cloud(provider: Provider, instance: Instance) -> Observed {
+        Observed {
+            cloud: Some(CloudView { provider, instance }),
+            kernel_hostname: None,
+        }
+    }
+
+    /// One check for every source of a node name: the kernel's hostname,
+    /// each cloud's instance ID and EC2's PrivateDnsName (which only EC2's
+    /// API gives, so it is tested here rather than end to end).
+    #[test]
+    fn every_node_name_source_is_validated() {
+        let hostile = "x --authorization-mode=AlwaysAllow --v=10";
+        let instance = Instance {
+            instance_id: Some(hostile.into()),
+            private_dns: Some(hostile.into()),
+            ..Instance::default()
+        };
+        let observed = |provider: Option<Provider>| Observed {
+            cloud: provider.map(|provider| CloudView {
+                provider,
+                instance: instance.clone(),
+            }),
+            kernel_hostname: Some(hostile.into()),
+        };
+        for (from, provider, what) in [
+            (NodeNameFrom::Hostname, None, "the kernel's hostname"),
+            (NodeNameFrom::InstanceId, Some(Provider::Aws), "the aws instance ID"),
+            (
+                NodeNameFrom::InstanceId,
+                Some(Provider::Hetzner),
+                "the hetzner instance ID",
+            ),
+            (NodeNameFrom::PrivateDns, Some(Provider::Aws), "EC2's PrivateDnsName"),
+        ] {
+            let flag = clap::ValueEnum::to_possible_value(&from).unwrap();
+            let error = node_name(Some(from), &observed(provider)).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!(
+                    "--node-name-from {}: {what} {hostile:?} is not a valid Kubernetes node name",
+                    flag.get_name()
+                )),
+                "{error}"
+            );
+        }
+        let valid = cloud(
+            Provider::Aws,
+            Instance {
+                private_dns: Some("IP-10-0-1-25.ec2.internal".into()),
+                ..Instance::default()
+            },
+        );
+        assert_eq!(
+            node_name(Some(NodeNameFrom::PrivateDns), &valid).unwrap().as_deref(),
+            Some("ip-10-0-1-25.ec2.internal")
+        );
+    }
+
+    /// A host whose default route goes through eth0 (10.0.0.5), with a
+    /// second address 10.0.1.25 on eth1.
+    fn host() -> Host {
+        Host {
+            interfaces: vec![interface(2, "eth0"), interface(3, "eth1")],
+            addresses: vec![address(2, "10.0.0.5"), address(3, "10.0.1.25")],
+            default_routes: vec![DefaultRoute {
+                family: Family::V4,
+                interface_index: 2,
+                metric: 0,
+            }],
+        }
+    }
+
+    /// The origin alone says which rules apply: a local origin (the local
+    /// source, or `auto` with no metadata service answering) follows the
+    /// host's routes and kubelet's rules, with no cloud list; a cloud's
+    /// origin follows that cloud's list, in its CCM's order, and names it.
+    #[test]
+    fn the_origin_decides_whose_rules_apply() {
+        let local = decide(&host(), &Config::default(), &Observed::default()).unwrap();
+        assert_eq!(local.node_ips, ["10.0.0.5".parse::<IpAddr>().unwrap()]);
+        assert_eq!(local.source, Origin::Local);
+        assert_eq!(local.cloud_addresses, None);
+
+        let instance = Instance {
+            addresses: vec![
+                CloudAddress::new(AddressKind::InternalIP, "10.0.1.25"),
+                CloudAddress::new(AddressKind::InternalIP, "10.0.0.5"),
+            ],
+            ..Instance::default()
+        };
+        for provider in Provider::ALL {
+            let chosen = decide(&host(), &Config::default(), &cloud(provider, instance.clone())).unwrap();
+            assert_eq!(chosen.node_ips, ["10.0.1.25".parse::<IpAddr>().unwrap()]);
+            assert_eq!(chosen.source, Origin::Cloud(provider));
+            assert!(
+                chosen.addresses[0]
+                    .reason
+                    .contains(&format!("the {} metadata service lists", provider.name())),
+                "{:?}",
+                chosen.addresses[0]
+            );
+            assert_eq!(chosen.cloud_addresses.as_ref(), Some(&instance.addresses));
+        }
+    }
+
+    #[test]
+    fn a_sticky_choice_is_kept_only_while_usable() {
+        let recorded = ["10.0.1.25".parse::<IpAddr>().unwrap()];
+        let kept = keep_sticky(&host(), &Config::default(), &Observed::default(), &recorded).unwrap();
+        assert_eq!(kept.node_ips, recorded);
+        assert_eq!(kept.addresses[0].interface, "eth1");
+        // The cloud no longer lists it.
+        let elsewhere = Instance {
+            addresses: vec![CloudAddress::new(AddressKind::InternalIP, "10.0.0.5")],
+            ..Instance::default()
+        };
+        assert_eq!(
+            keep_sticky(&host(), &Config::default(), &cloud(Provider::Gce, elsewhere), &recorded),
+            None
+        );
+        // The policy asks for another family.
+        let dual = Config {
+            ip_family: IpFamilyPolicy::Dual,
+            ..Config::default()
+        };
+        assert_eq!(keep_sticky(&host(), &dual, &Observed::default(), &recorded), None);
+    }
+}

@@ -1,0 +1,223 @@
+//! Observing, at the edge: the metadata services, a config drive, EC2's
+//! API, the kernel's hostname, the cluster's Node and the files `check`
+//! reads. The host's interfaces and routes are read by [`crate::host`].
+//! Everything here turns into plain data for the pure choice
+//! ([`crate::choose`]) or the CCM's rules ([`crate::ccm`], [`crate::live`]).
+
+use std::path::Path;
+use std::time::Duration;
+
+use cloud_access::metadata::{Instance, MetadataClient, MetadataError, Provider};
+use url::Url;
+
+use crate::Error;
+use crate::ccm::NodeAddress;
+use crate::choose::{CloudView, NodeNameFrom, Observed};
+use crate::cli::{DetectArgs, MetadataArgs};
+use crate::family::IpFamilyPolicy;
+use crate::source::Source;
+
+/// Asks the source named by the flags.
+pub async fn observe(args: &DetectArgs) -> Result<Observed, Error> {
+    let metadata = &args.metadata;
+    let cloud = match cloud(args.source, metadata, args.ip_family).await? {
+        Some(CloudView { provider, instance }) if args.node_name_from == Some(NodeNameFrom::PrivateDns) => {
+            let instance = match provider {
+                Provider::Aws => with_ec2_private_dns(instance, metadata.metadata_timeout).await?,
+                _ => instance,
+            };
+            Some(CloudView { provider, instance })
+        }
+        None if args.source == Source::Auto => {
+            tracing::info!("no metadata service answered; choosing from the host's interfaces and routes");
+            None
+        }
+        cloud => cloud,
+    };
+    let kernel_hostname = match args.node_name_from {
+        Some(NodeNameFrom::Hostname) => {
+            let name = std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(Error::Hostname)?;
+            Some(name.trim().to_owned())
+        }
+        _ => None,
+    };
+    let observed = Observed { cloud, kernel_hostname };
+    tracing::debug!(source = %observed.origin(), cloud = ?observed.cloud, "source answered");
+    Ok(observed)
+}
+
+/// The cloud's view of the instance: `None` for the local source without
+/// asking anything, and for `auto` when no metadata service answered.
+pub async fn cloud(
+    source: Source,
+    metadata: &MetadataArgs,
+    policy: IpFamilyPolicy,
+) -> Result<Option<CloudView>, Error> {
+    let endpoint = metadata.metadata_endpoint.as_ref();
+    let timeout = metadata.metadata_timeout;
+    let (provider, instance) = match source {
+        Source::Local => return Ok(None),
+        Source::Auto => match detect_provider(endpoint, policy, timeout).await {
+            Some(answer) => answer,
+            None => return Ok(None),
+        },
+        Source::Cloud(Provider::OpenStack) if metadata.config_drive.is_some() => {
+            let root = metadata.config_drive.as_deref().unwrap_or(Path::new("/"));
+            (
+                Provider::OpenStack,
+                cloud_access::metadata::openstack::from_config_drive(root)?,
+            )
+        }
+        Source::Cloud(provider) => (provider, fetch(provider, endpoint, policy, timeout).await?),
+    };
+    Ok(Some(CloudView { provider, instance }))
+}
+
+/// Where to ask: the override, or the provider's documented endpoint (AWS's
+/// IPv6 one for an IPv6-only node).
+pub fn endpoint(provider: Provider, override_url: Option<&Url>, policy: IpFamilyPolicy) -> Url {
+    if let Some(url) = override_url {
+        return url.clone();
+    }
+    let text = match (provider, policy) {
+        (Provider::Aws, IpFamilyPolicy::Ipv6) => cloud_access::metadata::aws::IPV6_ENDPOINT,
+        _ => provider.default_endpoint(),
+    };
+    // Both constants are valid URLs.
+    Url::parse(text).unwrap_or_else(|_| Url::parse("http://169.254.169.254/").expect("valid URL"))
+}
+
+pub async fn fetch(
+    provider: Provider,
+    override_url: Option<&Url>,
+    policy: IpFamilyPolicy,
+    timeout: Duration,
+) -> Result<Instance, MetadataError> {
+    let client = MetadataClient::new(provider, endpoint(provider, override_url, policy), timeout)?;
+    client.instance().await
+}
+
+/// Asks every metadata service at once; the first provider (in a fixed
+/// order) that answers wins. `None` when none does.
+pub async fn detect_provider(
+    override_url: Option<&Url>,
+    policy: IpFamilyPolicy,
+    timeout: Duration,
+) -> Option<(Provider, Instance)> {
+    let attempts = Provider::ALL.map(|provider| async move {
+        let result = fetch(provider, override_url, policy, timeout).await;
+        if let Err(error) = &result {
+            tracing::debug!(provider = provider.name(), %error, "metadata service did not answer");
+        }
+        (provider, result)
+    });
+    futures_util::future::join_all(attempts)
+        .await
+        .into_iter()
+        .find_map(|(provider, result)| result.ok().map(|instance| (provider, instance)))
+}
+
+/// EC2's own `PrivateDnsName` for the instance: with a custom DHCP domain
+/// the host's name (and IMDS's `local-hostname`) differ from it, and the AWS
+/// cloud controller manager names nodes after it.
+async fn with_ec2_private_dns(mut instance: Instance, timeout: Duration) -> Result<Instance, Error> {
+    use cloud_access::aws::{AwsClient, CredentialsChain, EndpointOptions, ec2};
+    let id = instance.instance_id.clone().unwrap_or_default();
+    let fail = |reason: String| Error::PrivateDns {
+        instance: id.clone(),
+        reason,
+    };
+    let region = instance
+        .region
+        .clone()
+        .or_else(|| std::env::var("AWS_REGION").ok())
+        .ok_or_else(|| fail("the metadata service gave no region; set AWS_REGION".into()))?;
+    let user_agent = concat!("node-ip-helper/", env!("CARGO_PKG_VERSION"));
+    let http = cloud_access::http_client(user_agent, timeout).map_err(|e| fail(e.to_string()))?;
+    let endpoints = EndpointOptions::from_env();
+    let credentials = CredentialsChain::new(http.clone(), region.clone(), endpoints.clone())
+        .credentials()
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let client = AwsClient::new(http, region, endpoints);
+    let deadline = std::time::Instant::now() + timeout * 3;
+    let name = ec2::private_dns_name(&client, &id, &credentials, deadline)
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .ok_or_else(|| fail("the instance has no PrivateDnsName".into()))?;
+    instance.private_dns = Some(name);
+    Ok(instance)
+}
+
+/// The cloud's addresses for `check`, from a metadata source: a local
+/// source has none, and `auto` needs a metadata service that answers.
+pub async fn cloud_addresses(source: Source, metadata: &MetadataArgs) -> Result<Vec<NodeAddress>, Error> {
+    if source == Source::Local {
+        return Err(Error::Usage(
+            "--source local has no cloud addresses: give a cloud's name, auto, or --cloud-addresses".into(),
+        ));
+    }
+    // The family policy only picks AWS's IPv6 endpoint; IPv4 is the default.
+    let cloud = cloud(source, metadata, IpFamilyPolicy::Ipv4)
+        .await?
+        .ok_or_else(|| Error::Usage("--source auto: no metadata service answered on this machine".into()))?;
+    Ok(cloud
+        .instance
+        .addresses
+        .iter()
+        .map(|a| NodeAddress::new(&a.kind.to_string(), &a.address))
+        .collect())
+}
+
+/// A node's addresses take a few hundred bytes; a bigger file is the wrong one.
+const CLOUD_ADDRESSES_LIMIT: u64 = 1024 * 1024;
+
+/// `--cloud-addresses`: the instance's addresses as the cloud reports them.
+pub fn read_cloud_addresses(path: &Path) -> Result<Vec<NodeAddress>, Error> {
+    let error = |reason: String| Error::CloudAddresses {
+        path: path.display().to_string(),
+        reason,
+    };
+    let bytes = cloud_access::files::read_regular(path, CLOUD_ADDRESSES_LIMIT).map_err(Error::CloudAddressesFile)?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(format!(
+            "{e}: expected a JSON array of {{\"type\": ..., \"address\": ...}}"
+        ))
+    })
+}
+
+/// Kubeconfigs with embedded certificates take a few kilobytes each.
+const KUBECONFIG_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// The Node, read with the kubeconfig's identity.
+pub async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_openapi::api::core::v1::Node, Error> {
+    let config_error = |reason: String| Error::Kubeconfig {
+        path: kubeconfig.map(|p| p.display().to_string()),
+        reason,
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            // Refuse a FIFO or device before kube reads it (again, to resolve
+            // the relative paths in it).
+            cloud_access::files::read_regular(path, KUBECONFIG_LIMIT).map_err(Error::KubeconfigFile)?;
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| config_error(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| config_error(e.to_string()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| config_error(e.to_string()))?,
+    };
+    let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    nodes.get(name).await.map_err(|e| Error::ReadNode {
+        name: name.to_owned(),
+        reason: match e {
+            kube::Error::Api(status) if status.code == 403 => format!(
+                "forbidden ({}): a node's own identity (system:node:NAME) may read only its own Node",
+                status.message
+            ),
+            kube::Error::Api(status) if status.code == 404 => "no such Node: has kubelet registered it?".to_owned(),
+            other => other.to_string(),
+        },
+    })
+}
