@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use cloud_access::SecureEndpoint;
-use cloud_access::logging::LogFormat;
-
-use cloud_access::go_duration;
+use suite_program::duration;
+use suite_program::{LogArgs, LogEnv as _};
 
 /// kubelet image credential provider: reads a CredentialProviderRequest on
 /// stdin and writes a CredentialProviderResponse on stdout.
@@ -17,7 +16,13 @@ use cloud_access::go_duration;
 /// On failure it exits 1 with nothing on stdout and one line on stderr
 /// saying what failed and how to fix it; kubelet logs that line.
 #[derive(Debug, Parser)]
-#[command(name = "cloud-credential-provider", version, propagate_version = true)]
+#[command(
+    name = "cloud-credential-provider",
+    version,
+    propagate_version = true,
+    log_env("CLOUD_CREDENTIAL_PROVIDER_LOG_LEVEL", "CLOUD_CREDENTIAL_PROVIDER_LOG_FORMAT", "error"),
+    mut_arg("log_level", |arg| arg.help(LOG_LEVEL_HELP))
+)]
 pub struct Cli {
     #[command(flatten)]
     pub log: LogArgs,
@@ -25,21 +30,10 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
-pub struct LogArgs {
-    /// Log level or tracing filter for diagnostics on stderr (kubelet shows
-    /// stderr only when the plugin fails). Credentials are never logged.
-    #[arg(
-        long,
-        env = "CLOUD_CREDENTIAL_PROVIDER_LOG_LEVEL",
-        default_value = "error",
-        global = true
-    )]
-    pub log_level: String,
-    /// Log line format.
-    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
-    pub log_format: LogFormat,
-}
+/// kubelet reads the plugin's stderr only when it fails.
+const LOG_LEVEL_HELP: &str = "Most verbose level of diagnostics on stderr (kubelet shows stderr only when the plugin \
+fails): off, error, warn, info, debug or trace, or per-target levels such as `debug,hyper=info`. Credentials are never \
+logged.";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -73,7 +67,7 @@ pub struct StaticArgs {
     pub docker_config: PathBuf,
     /// How long kubelet may cache the answer (Go duration such as 5m or
     /// 1h0m0s). Unset: the provider's defaultCacheDuration applies.
-    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CACHE_DURATION", value_parser = go_duration::flag_non_negative, value_name = "DURATION")]
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CACHE_DURATION", value_parser = duration::non_negative, value_name = "DURATION")]
     pub cache_duration: Option<Duration>,
 }
 
@@ -81,7 +75,7 @@ pub struct StaticArgs {
 pub struct ExpiryArgs {
     /// Time before a token's expiry at which kubelet should stop using a
     /// cached answer (Go duration).
-    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_EXPIRY_MARGIN", value_parser = go_duration::flag_non_negative, default_value = "1m", value_name = "DURATION")]
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_EXPIRY_MARGIN", value_parser = duration::non_negative, default_value = "1m", value_name = "DURATION")]
     pub expiry_margin: Duration,
 }
 
@@ -182,7 +176,7 @@ pub struct CheckConfigArgs {
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(50);
 
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let timeout = go_duration::flag_non_negative(text)?;
+    let timeout = duration::non_negative(text)?;
     if timeout.is_zero() || timeout > MAX_TIMEOUT {
         return Err(format!(
             "{text:?} is out of range: use more than 0s and at most 50s, so the answer arrives before kubelet kills the plugin at 1m"

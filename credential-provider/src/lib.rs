@@ -42,24 +42,20 @@ pub enum RunError {
     Stdin(std::io::Error),
     #[error("cannot write to stdout: {0}")]
     Stdout(std::io::Error),
-    #[error("cannot start the async runtime: {0}")]
-    Runtime(std::io::Error),
-    #[error("{0}")]
-    Logging(#[from] cloud_access::logging::LogLevelError),
 }
 
-/// Runs one invocation. Provider subcommands read the request from `stdin`;
-/// only a complete answer is written to `stdout`.
-pub fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, RunError> {
-    cloud_access::logging::init(&cli.log.log_level, cli.log.log_format)?;
+/// Runs one invocation (on the current thread: the skeleton's `main` starts
+/// logging and the runtime). Provider subcommands read the request from
+/// `stdin`; only a complete answer is written to `stdout`.
+pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, RunError> {
     match cli.command {
         Command::Static(args) => {
             let backend = StaticBackend::new(args.docker_config, args.cache_duration);
-            serve_request(&backend, stdin, stdout)
+            serve_request(&backend, stdin, stdout).await
         }
         Command::Passthrough(args) => {
             let backend = PassthroughBackend::new(args.username, args.expiry.expiry_margin);
-            serve_request(&backend, stdin, stdout)
+            serve_request(&backend, stdin, stdout).await
         }
         Command::TokenExchange(args) => {
             let args = *args;
@@ -76,7 +72,7 @@ pub fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, R
                 expiry_margin: args.expiry.expiry_margin,
             })
             .map_err(BackendError::from)?;
-            serve_request(&backend, stdin, stdout)
+            serve_request(&backend, stdin, stdout).await
         }
         Command::Ecr(args) => {
             let backend = EcrBackend::new(EcrSettings {
@@ -87,7 +83,7 @@ pub fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, R
                 endpoints: cloud_access::aws::EndpointOptions::from_env(),
             })
             .map_err(BackendError::from)?;
-            serve_request(&backend, stdin, stdout)
+            serve_request(&backend, stdin, stdout).await
         }
         Command::Explain(args) => {
             let config = kubelet_config::load(&args.config)?;
@@ -109,18 +105,16 @@ pub fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, R
 
 /// Reads one request, asks `backend`, writes the answer in the request's
 /// version. Nothing reaches stdout unless the whole answer is ready.
-pub fn serve_request(
+pub async fn serve_request(
     backend: &impl CredentialBackend,
     mut stdin: impl Read,
     stdout: impl Write,
 ) -> Result<ExitCode, RunError> {
+    // A blocking read is right here: kubelet writes the whole request and
+    // closes stdin, and nothing else runs until it is read.
     let mut input = Vec::new();
     stdin.read_to_end(&mut input).map_err(RunError::Stdin)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(RunError::Runtime)?;
-    let answer = runtime.block_on(answer_request(backend, &input))?;
+    let answer = answer_request(backend, &input).await?;
     write_all(stdout, &answer)?;
     Ok(ExitCode::SUCCESS)
 }

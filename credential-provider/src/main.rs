@@ -2,6 +2,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use credential_provider::cli::Cli;
+use suite_program::Program;
+
+/// Every failure is one line, escaped and bounded, for kubelet's log.
+const PROGRAM: Program = Program {
+    error_prefix: "cloud-credential-provider: ",
+    max_error_line: credential_provider::MAX_ERROR_LINE,
+};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -12,24 +19,10 @@ fn main() -> ExitCode {
             let _ = error.print();
             return ExitCode::SUCCESS;
         }
-        Err(error) => {
-            fail(&credential_provider::cli::usage_error_line(&error));
-            return ExitCode::FAILURE;
-        }
+        Err(error) => return PROGRAM.fail(&credential_provider::cli::usage_error_line(&error)),
     };
-    // Only token-exchange makes TLS connections; installing is cheap.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    match credential_provider::run(cli, std::io::stdin().lock(), std::io::stdout().lock()) {
-        Ok(code) => code,
-        Err(error) => {
-            fail(&error.to_string());
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The one line kubelet logs: control characters escaped, length bounded.
-fn fail(message: &str) {
-    let line = cloud_access::logging::clean_text(message, &[], credential_provider::MAX_ERROR_LINE);
-    eprintln!("cloud-credential-provider: {line}");
+    let log = cli.log.clone();
+    // One request at a time: a current-thread runtime starts fastest.
+    let run = credential_provider::run(cli, std::io::stdin().lock(), std::io::stdout().lock());
+    PROGRAM.main(&log, tokio::runtime::Builder::new_current_thread(), run)
 }

@@ -6,15 +6,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use cloud_access::go_duration;
-use cloud_access::logging::LogFormat;
+use suite_program::duration;
+use suite_program::{LogArgs, LogEnv as _};
 
 use crate::decision::{DecisionConfig, OnLookupError};
 
 /// Mutating admission webhook that gives manually created PersistentVolumes their
 /// topology (zone/region labels and nodeAffinity).
 #[derive(Debug, Parser)]
-#[command(name = "pv-topology-webhook", version, arg_required_else_help = true)]
+#[command(
+    name = "pv-topology-webhook",
+    version,
+    arg_required_else_help = true,
+    log_env("PV_TOPOLOGY_WEBHOOK_LOG_LEVEL", "PV_TOPOLOGY_WEBHOOK_LOG_FORMAT", "warn")
+)]
 pub struct Cli {
     #[command(flatten)]
     pub log: LogArgs,
@@ -75,7 +80,7 @@ pub struct TlsArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_TLS_RELOAD_INTERVAL",
         default_value = "10s",
-        value_parser = go_duration::flag_positive
+        value_parser = duration::positive
     )]
     pub tls_reload_interval: Duration,
 }
@@ -107,7 +112,7 @@ pub struct ServerArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_SHUTDOWN_DELAY",
         default_value = "5s",
-        value_parser = go_duration::flag_non_negative
+        value_parser = duration::non_negative
     )]
     pub shutdown_delay: Duration,
     /// After the listener closes: how long in-flight requests may take to finish before
@@ -117,7 +122,7 @@ pub struct ServerArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_DRAIN_TIMEOUT",
         default_value = "10s",
-        value_parser = go_duration::flag_positive
+        value_parser = duration::positive
     )]
     pub drain_timeout: Duration,
     /// HTTP/1.1 (both listeners): how long a client may take to send a request head,
@@ -128,7 +133,7 @@ pub struct ServerArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_HEADER_READ_TIMEOUT",
         default_value = "10s",
-        value_parser = go_duration::flag_positive
+        value_parser = duration::positive
     )]
     pub header_read_timeout: Duration,
     /// A connection with no request open for this long is closed (HTTP/2 with GOAWAY).
@@ -137,7 +142,7 @@ pub struct ServerArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_IDLE_TIMEOUT",
         default_value = "60s",
-        value_parser = go_duration::flag_positive
+        value_parser = duration::positive
     )]
     pub idle_timeout: Duration,
     /// How long a client may take to send a whole request body; 408 after that.
@@ -146,7 +151,7 @@ pub struct ServerArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_BODY_READ_TIMEOUT",
         default_value = "10s",
-        value_parser = go_duration::flag_positive
+        value_parser = duration::positive
     )]
     pub body_read_timeout: Duration,
     /// Most connections served at once on --listen; further ones wait in the kernel's
@@ -175,7 +180,7 @@ pub struct CertsArgs {
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
     /// How long the CA and the serving certificate are valid.
-    #[arg(long, value_name = "DURATION", default_value = "8760h", value_parser = go_duration::flag_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "8760h", value_parser = duration::positive)]
     pub validity: Duration,
     /// Another DNS name or IP address for the serving certificate; repeatable.
     #[arg(long, value_name = "NAME_OR_IP", value_delimiter = ',')]
@@ -186,7 +191,7 @@ pub struct CertsArgs {
 #[derive(Debug, Clone, Args)]
 pub struct SleepArgs {
     /// How long, e.g. `5s`.
-    #[arg(value_name = "DURATION", value_parser = go_duration::flag_non_negative)]
+    #[arg(value_name = "DURATION", value_parser = duration::non_negative)]
     pub duration: Duration,
 }
 
@@ -220,7 +225,7 @@ pub struct TopologyArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_TIMEOUT",
         default_value = "2s",
-        value_parser = go_duration::flag_positive
+        value_parser = duration::positive
     )]
     pub lookup_timeout: Duration,
     /// Look up EBS volumes (in-tree awsElasticBlockStore IDs without a zone, and
@@ -246,7 +251,7 @@ pub struct TopologyArgs {
         value_name = "DURATION",
         env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_CACHE_TTL",
         default_value = "12h",
-        value_parser = go_duration::flag_positive
+        value_parser = duration::positive
     )]
     pub lookup_cache_ttl: Duration,
 }
@@ -288,31 +293,6 @@ pub enum LookupErrorPolicy {
     Allow,
 }
 
-/// Logging (to stderr).
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Logging")]
-pub struct LogArgs {
-    /// Most verbose level logged: off, error, warn, info, debug or trace, or per-target
-    /// levels such as `info,hyper=warn`.
-    #[arg(
-        long,
-        global = true,
-        value_name = "LEVEL",
-        env = "PV_TOPOLOGY_WEBHOOK_LOG_LEVEL",
-        default_value = "warn"
-    )]
-    pub log_level: String,
-    /// Log line format.
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        env = "PV_TOPOLOGY_WEBHOOK_LOG_FORMAT",
-        default_value_t = LogFormat::Text
-    )]
-    pub log_format: LogFormat,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,16 +301,6 @@ mod tests {
     #[test]
     fn command_line_is_well_formed() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(go_duration::flag_positive("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(go_duration::flag_positive("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(go_duration::flag_positive("1m30s"), Ok(Duration::from_secs(90)));
-        assert!(go_duration::flag_positive("3").is_err(), "a bare number has no unit");
-        assert!(go_duration::flag_positive("0s").is_err());
-        assert!(go_duration::flag_positive("soon").is_err());
     }
 
     #[test]

@@ -4,24 +4,20 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pv_topology_webhook::cli::Cli;
+use suite_program::Program;
 
-// Multi-threaded: `serve` answers on every core. One worker per core by default.
-#[tokio::main]
-async fn main() -> ExitCode {
+const PROGRAM: Program = Program {
+    error_prefix: "pv-topology-webhook: error: ",
+    max_error_line: Program::MAX_ERROR_LINE,
+};
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Installed once, before anything can open a TLS connection; a second install is the
-    // only failure and is harmless.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    if let Err(error) = cloud_access::logging::init(&cli.log.log_level, cli.log.log_format) {
-        eprintln!("pv-topology-webhook: error: --log-level: {error}");
-        return ExitCode::FAILURE;
-    }
-    match pv_topology_webhook::run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            // The library's messages already carry their causes: one line, no chain.
-            eprintln!("pv-topology-webhook: error: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    let log = cli.log.clone();
+    // Multi-threaded: `serve` answers on every core, one worker per core.
+    PROGRAM.main(
+        &log,
+        tokio::runtime::Builder::new_multi_thread(),
+        pv_topology_webhook::run(cli),
+    )
 }

@@ -1,0 +1,97 @@
+//! The one skeleton of the suite's programs. Each `main` parses its command
+//! line (which flattens [`LogArgs`]), then hands its `run` future to
+//! [`Program::main`]: the TLS crypto provider is installed, logging starts,
+//! the runtime starts, and an error reaches stderr as one line with exit
+//! status 1. Usage errors stay clap's (exit status 2) unless a program says
+//! otherwise, as the credential provider does for kubelet's log.
+//!
+//! Flags become the library's types here and in each program's `cli.rs`:
+//! `cloud-access` knows nothing of clap.
+
+pub mod duration;
+mod logging;
+
+use std::fmt::Display;
+use std::future::Future;
+use std::process::ExitCode;
+
+pub use logging::{LogArgs, LogEnv, LogFormat, LogLevel, LogLevelError, init_logging};
+
+/// What differs between the programs at their edge.
+#[derive(Debug, Clone, Copy)]
+pub struct Program {
+    /// Start of every error line, e.g. `"node-ip-helper: "`.
+    pub error_prefix: &'static str,
+    /// Longest error line, in characters (after the prefix).
+    pub max_error_line: usize,
+}
+
+/// What a program's `run` may return on success.
+pub trait Outcome {
+    fn exit_code(self) -> ExitCode;
+}
+
+impl Outcome for ExitCode {
+    fn exit_code(self) -> ExitCode {
+        self
+    }
+}
+
+impl Outcome for () {
+    fn exit_code(self) -> ExitCode {
+        ExitCode::SUCCESS
+    }
+}
+
+impl Program {
+    /// A bound on error lines long enough for any of the suite's messages.
+    pub const MAX_ERROR_LINE: usize = 4096;
+
+    /// Runs `run` to its end on a runtime made from `runtime` (current-thread
+    /// or multi-threaded, as the program chooses), after installing the
+    /// crypto provider and starting logging, and turns its result into the
+    /// exit status.
+    pub fn main<T: Outcome, E: Display>(
+        &self,
+        log: &LogArgs,
+        mut runtime: tokio::runtime::Builder,
+        run: impl Future<Output = Result<T, E>>,
+    ) -> ExitCode {
+        install_crypto_provider();
+        init_logging(log);
+        let runtime = match runtime.enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => return self.fail(&format!("cannot start the async runtime: {error}")),
+        };
+        match runtime.block_on(run) {
+            Ok(outcome) => outcome.exit_code(),
+            Err(error) => self.fail(&error.to_string()),
+        }
+    }
+
+    /// Writes `message` to stderr as one line (control characters escaped,
+    /// length bounded) after the program's prefix, and returns exit status 1.
+    pub fn fail(&self, message: &str) -> ExitCode {
+        let line = cloud_access::logging::clean_text(message, &[], self.max_error_line);
+        eprintln!("{}{line}", self.error_prefix);
+        ExitCode::FAILURE
+    }
+}
+
+/// Installs rustls's crypto provider for the process, before anything can
+/// open a TLS connection. A second install is the only failure and is
+/// harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_become_exit_codes() {
+        assert_eq!(().exit_code(), ExitCode::SUCCESS);
+        assert_eq!(ExitCode::from(3).exit_code(), ExitCode::from(3));
+    }
+}
