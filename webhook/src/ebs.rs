@@ -1,14 +1,12 @@
 //! EBS volumes' topology from EC2 `DescribeVolumes`: in-tree
 //! `awsElasticBlockStore` volume IDs without a zone (`aws:///vol-…`,
-//! `vol-…`) and `ebs.csi.aws.com` handles. Concurrent reviews of one volume
-//! share one call; results are cached by [`CachedLookup`](crate::lookup::CachedLookup).
+//! `vol-…`) and `ebs.csi.aws.com` handles. Only the call: caching and single-flight
+//! (keyed by volume ID, so both forms of one volume share) are
+//! [`CachedLookup`](crate::lookup::CachedLookup)'s.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use cloud_access::aws::{AwsClient, AwsCredentials, AwsError, CredentialsChain, EndpointOptions, ec2};
-use tokio::sync::OnceCell;
 
 use crate::builtin::aws_region_of_zone;
 use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
@@ -16,10 +14,6 @@ use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
 pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
-/// The flag that enables this lookup, for "not configured" warnings.
-pub const FLAG: &str = "--aws-ebs-lookup";
-
-type Shared = Arc<OnceCell<Result<Topology, LookupError>>>;
 
 /// Where the lookup's AWS credentials come from.
 enum Credentials {
@@ -31,9 +25,6 @@ pub struct EbsLookup {
     client: AwsClient,
     credentials: Credentials,
     deadline: Duration,
-    /// Calls under way, by volume ID: a second review of the same volume
-    /// waits for the first one's answer instead of calling again.
-    in_flight: Mutex<HashMap<String, Shared>>,
 }
 
 impl std::fmt::Debug for EbsLookup {
@@ -59,7 +50,6 @@ impl EbsLookup {
             credentials: Credentials::Chain(CredentialsChain::new(http.clone(), region.clone(), endpoints.clone())),
             client: AwsClient::new(http, region, endpoints),
             deadline,
-            in_flight: Mutex::new(HashMap::new()),
         })
     }
 
@@ -69,7 +59,6 @@ impl EbsLookup {
             client,
             credentials: Credentials::Fixed(credentials),
             deadline,
-            in_flight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -136,18 +125,12 @@ impl TopologyLookup for EbsLookup {
     fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
         Box::pin(async move {
             let id = volume_id(volume).ok_or(LookupError::NotFound)?;
-            let cell = {
-                let mut in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-                in_flight.entry(id.to_owned()).or_default().clone()
-            };
-            let answer = cell.get_or_init(|| self.describe(id)).await.clone();
-            // The first to finish clears the entry; the cache answers from now on.
-            let mut in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-            if in_flight.get(id).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-                in_flight.remove(id);
-            }
-            answer
+            self.describe(id).await
         })
+    }
+
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        volume_id(volume).map_or_else(|| volume.to_string(), str::to_owned)
     }
 }
 

@@ -1,19 +1,23 @@
 //! Asking a cloud API for a volume's topology: the interface cloud implementations
-//! (EC2 DescribeVolumes, GCE disks, Azure disks, Cinder) plug into, and a bounded,
-//! expiring cache in front of them. A disk's zone does not change, but a handle can be
-//! reused after deletion, so entries still expire.
+//! (EC2 DescribeVolumes, GCE disks, Azure disks, Cinder, vSphere) plug into, and the one
+//! mechanism in front of all of them, [`CachedLookup`]: a bounded, expiring cache,
+//! single-flight (concurrent reviews of one volume make one call) and a deadline. A new
+//! cloud writes only its call (a [`TopologyLookup`]) and is wrapped in a
+//! [`CachedLookup`]. A disk's zone does not change, but a handle can be reused after
+//! deletion, so entries still expire.
+
+pub mod cache;
 
 use std::future::Future;
-use std::hash::Hash;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use lru::LruCache;
 use prometheus_client::metrics::counter::Counter;
 use thiserror::Error;
 
+pub use self::cache::{Answered, LoadingCache, TtlLruCache};
 use crate::source::VolumeIdentity;
 use crate::topology::Topology;
 
@@ -44,64 +48,41 @@ pub trait TopologyLookup: Send + Sync {
     fn name(&self) -> &str;
     /// Whether this lookup can answer for the volume; only the first lookup that can is asked.
     fn handles(&self, volume: &VolumeIdentity) -> bool;
-    /// The volume's topology.
+    /// The volume's topology: one call to the cloud, no caching (see [`CachedLookup`]).
     fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a>;
-}
-
-/// An LRU map whose entries also expire `ttl` after insertion. The clock is passed in
-/// so that expiry can be tested without waiting.
-#[derive(Debug)]
-pub struct TtlLruCache<K: Hash + Eq, V> {
-    entries: Mutex<LruCache<K, (Instant, V)>>,
-    ttl: Duration,
-}
-
-impl<K: Hash + Eq, V: Clone> TtlLruCache<K, V> {
-    /// A cache holding at most `capacity` entries, each for at most `ttl`.
-    pub fn new(capacity: NonZeroUsize, ttl: Duration) -> Self {
-        Self {
-            entries: Mutex::new(LruCache::new(capacity)),
-            ttl,
-        }
-    }
-
-    /// The value for `key`, unless absent or expired at `now` (expired entries are dropped).
-    pub fn get(&self, key: &K, now: Instant) -> Option<V> {
-        // A panic elsewhere while holding the lock leaves a consistent map: keep using it.
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        let expired = match entries.get(key) {
-            None => return None,
-            Some((inserted, _)) => now.saturating_duration_since(*inserted) >= self.ttl,
-        };
-        if expired {
-            entries.pop(key);
-            return None;
-        }
-        entries.get(key).map(|(_, value)| value.clone())
-    }
-
-    /// Stores `value`, evicting the least recently used entry when full.
-    pub fn insert(&self, key: K, value: V, now: Instant) {
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        entries.put(key, (now, value));
-    }
-
-    /// How many entries are held (expired ones included until touched or evicted).
-    pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner).len()
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// The key the answer is cached and shared under: volumes with the same key are the
+    /// same disk (e.g. EBS's in-tree `aws:///vol-1` and CSI `vol-1`).
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        volume.to_string()
     }
 }
 
-/// A lookup with a [`TtlLruCache`] in front. Only successful answers are cached, so a
-/// failed call is retried on the next request.
+impl<L: TopologyLookup + ?Sized> TopologyLookup for Arc<L> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn handles(&self, volume: &VolumeIdentity) -> bool {
+        (**self).handles(volume)
+    }
+
+    fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
+        (**self).lookup(volume)
+    }
+
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        (**self).cache_key(volume)
+    }
+}
+
+/// A lookup behind a [`LoadingCache`]: answers are kept for `ttl` (at most `capacity`
+/// of them), concurrent reviews of one volume share one call, and a call that outlives
+/// the deadline fails with [`LookupError::TimedOut`]. Only successful answers are
+/// cached, so a failed call (not found included) is retried on the next request.
 pub struct CachedLookup<L> {
     inner: L,
-    cache: TtlLruCache<VolumeIdentity, Topology>,
+    cache: LoadingCache<String, Topology, LookupError>,
+    deadline: Option<Duration>,
     /// Hit and miss counters (see [`crate::metrics::Metrics::cache_counters`]).
     counters: Option<(Counter, Counter)>,
 }
@@ -111,9 +92,17 @@ impl<L: TopologyLookup> CachedLookup<L> {
     pub fn new(inner: L, capacity: NonZeroUsize, ttl: Duration) -> Self {
         Self {
             inner,
-            cache: TtlLruCache::new(capacity, ttl),
+            cache: LoadingCache::new(capacity, ttl),
+            deadline: None,
             counters: None,
         }
+    }
+
+    /// Fails a call to `inner` that has not answered after `deadline`.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
     }
 
     /// Counts hits and misses on these counters.
@@ -124,8 +113,17 @@ impl<L: TopologyLookup> CachedLookup<L> {
     }
 
     /// The cache, for inspection.
-    pub fn cache(&self) -> &TtlLruCache<VolumeIdentity, Topology> {
-        &self.cache
+    pub fn cache(&self) -> &TtlLruCache<String, Topology> {
+        self.cache.entries()
+    }
+
+    async fn call(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
+        match self.deadline {
+            Some(deadline) => tokio::time::timeout(deadline, self.inner.lookup(volume))
+                .await
+                .unwrap_or(Err(LookupError::TimedOut(deadline))),
+            None => self.inner.lookup(volume).await,
+        }
     }
 }
 
@@ -140,18 +138,19 @@ impl<L: TopologyLookup> TopologyLookup for CachedLookup<L> {
 
     fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
         Box::pin(async move {
-            if let Some(topology) = self.cache.get(volume, Instant::now()) {
-                if let Some((hits, _)) = &self.counters {
-                    hits.inc();
-                }
-                return Ok(topology);
+            let key = self.inner.cache_key(volume);
+            let (answer, answered) = self.cache.get_or_load(&key, || self.call(volume)).await;
+            if let Some((hits, misses)) = &self.counters {
+                match answered {
+                    Answered::Hit => hits.inc(),
+                    Answered::Miss => misses.inc(),
+                };
             }
-            if let Some((_, misses)) = &self.counters {
-                misses.inc();
-            }
-            let topology = self.inner.lookup(volume).await?;
-            self.cache.insert(volume.clone(), topology.clone(), Instant::now());
-            Ok(topology)
+            answer
         })
+    }
+
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        self.inner.cache_key(volume)
     }
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::num::NonZeroUsize;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +16,7 @@ use cloud_access::aws::{AwsClient, AwsCredentials};
 use cluster_harness::Moto;
 use common::{Answer, create_review, csi, pv};
 use pv_topology_webhook::ebs::{EBS_CSI_DRIVER, EbsLookup};
-use pv_topology_webhook::lookup::TopologyLookup;
+use pv_topology_webhook::lookup::{CachedLookup, TopologyLookup};
 use pv_topology_webhook::source::{InTree, VolumeIdentity};
 use serde_json::{Value, json};
 
@@ -210,11 +211,17 @@ async fn concurrent_reviews_of_one_volume_make_one_call() {
         credentials(),
         Duration::from_secs(5),
     ));
+    // As the webhook runs it: behind the lookup cache, which shares calls.
+    let cached = Arc::new(CachedLookup::new(
+        lookup.clone(),
+        NonZeroUsize::new(8).unwrap(),
+        Duration::from_secs(60),
+    ));
     let volume = VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0a0a0a0a");
     let tasks: Vec<_> = (0..10)
         .map(|_| {
-            let (lookup, volume) = (lookup.clone(), volume.clone());
-            tokio::spawn(async move { lookup.lookup(&volume).await })
+            let (cached, volume) = (cached.clone(), volume.clone());
+            tokio::spawn(async move { cached.lookup(&volume).await })
         })
         .collect();
     for task in tasks {
@@ -228,6 +235,11 @@ async fn concurrent_reviews_of_one_volume_make_one_call() {
         1,
         "one DescribeVolumes for ten concurrent reviews"
     );
+
+    // The in-tree form of the same volume is the same disk: answered from the cache.
+    let in_tree = VolumeIdentity::in_tree(InTree::AwsElasticBlockStore, "aws:///vol-0a0a0a0a");
+    cached.lookup(&in_tree).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
 
     // Once answered, a later review calls again (caching is CachedLookup's job).
     let in_tree = VolumeIdentity::in_tree(InTree::AwsElasticBlockStore, "vol-0a0a0a0a");

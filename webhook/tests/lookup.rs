@@ -1,15 +1,18 @@
-//! The lookup interface: bounded TTL cache, and what a failing lookup does to the answer.
+//! The lookup interface: the generic loading cache (single-flight, TTL, bound, errors,
+//! deadline), and what a failing lookup does to the answer.
 
 mod common;
 
+use std::future::Future;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
 use pv_topology_webhook::decision::DecisionConfig;
 use pv_topology_webhook::decision::OnLookupError;
-use pv_topology_webhook::lookup::{CachedLookup, LookupError, TopologyLookup, TtlLruCache};
+use pv_topology_webhook::lookup::{Answered, CachedLookup, LoadingCache, LookupError, TopologyLookup, TtlLruCache};
 use pv_topology_webhook::resolve::Resolver;
 use pv_topology_webhook::review::Reviewer;
 use pv_topology_webhook::source::VolumeIdentity;
@@ -208,4 +211,146 @@ async fn slow_lookup_hits_the_deadline() {
         "{}",
         answer.message()
     );
+}
+
+// The generic cache every lookup goes through: single-flight, TTL, bound, errors, deadline.
+
+/// A load that counts its calls, answers after `delay`, and fails for keys starting with `!`.
+fn counted(calls: &AtomicUsize, key: &str, delay: Duration) -> impl Future<Output = Result<String, String>> + use<> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    let key = key.to_owned();
+    async move {
+        tokio::time::sleep(delay).await;
+        match key.strip_prefix('!') {
+            Some(reason) => Err(reason.to_owned()),
+            None => Ok(format!("zone of {key}")),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loading_cache_makes_one_load_per_key_for_concurrent_callers() {
+    let cache = Arc::new(LoadingCache::<String, String, String>::new(
+        cap(8),
+        Duration::from_secs(60),
+    ));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let (cache, calls) = (cache.clone(), calls.clone());
+            let key = format!("vol-{}", i % 4);
+            tokio::spawn(async move {
+                let load = || counted(&calls, &key, Duration::from_millis(100));
+                cache.get_or_load(&key, load).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (answer, _) = task.await.unwrap();
+        assert!(answer.unwrap().starts_with("zone of vol-"));
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "one load per key");
+    let (answer, answered) = cache
+        .get_or_load(&"vol-1".to_owned(), || counted(&calls, "vol-1", Duration::ZERO))
+        .await;
+    assert_eq!((answer.unwrap().as_str(), answered), ("zone of vol-1", Answered::Hit));
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn loading_cache_shares_a_failure_among_its_waiters_and_then_forgets_it() {
+    let cache = Arc::new(LoadingCache::<String, String, String>::new(
+        cap(8),
+        Duration::from_secs(60),
+    ));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let key = "!throttled".to_owned();
+    let load = || counted(&calls, &key, Duration::from_millis(100));
+    let (a, b) = tokio::join!(cache.get_or_load(&key, load), cache.get_or_load(&key, load));
+    assert_eq!(a, (Err("throttled".to_owned()), Answered::Miss));
+    assert_eq!(b, (Err("throttled".to_owned()), Answered::Miss));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "waiters share the failed load");
+    assert!(cache.entries().is_empty(), "failures are not cached");
+    let _ = cache.get_or_load(&key, load).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the next caller loads again");
+}
+
+#[tokio::test]
+async fn loading_cache_entries_expire_and_are_bounded() {
+    let calls = AtomicUsize::new(0);
+    let load = |key: &str| counted(&calls, key, Duration::ZERO);
+    // A zero TTL keeps nothing.
+    let expiring = LoadingCache::<String, String, String>::new(cap(8), Duration::ZERO);
+    let key = "vol-1".to_owned();
+    for _ in 0..3 {
+        assert_eq!(expiring.get_or_load(&key, || load(&key)).await.1, Answered::Miss);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+
+    let bounded = LoadingCache::<String, String, String>::new(cap(2), Duration::from_secs(60));
+    for key in ["a", "b", "a", "c"] {
+        let _ = bounded.get_or_load(&key.to_owned(), || load(key)).await;
+    }
+    assert_eq!(bounded.entries().len(), 2);
+    let bounded = &bounded;
+    let load = &load;
+    let answered = |key: &'static str| async move { bounded.get_or_load(&key.to_owned(), || load(key)).await.1 };
+    assert_eq!(answered("a").await, Answered::Hit, "used most recently before `c`");
+    assert_eq!(answered("c").await, Answered::Hit);
+    assert_eq!(answered("b").await, Answered::Miss, "least recently used: evicted");
+}
+
+#[tokio::test]
+async fn loading_cache_load_is_taken_over_when_its_caller_goes_away() {
+    let cache = LoadingCache::<String, String, String>::new(cap(8), Duration::from_secs(60));
+    let calls = AtomicUsize::new(0);
+    let key = "vol-1".to_owned();
+    let load = || counted(&calls, &key, Duration::from_millis(200));
+    // The first caller gives up early; the second, waiting on the same load, finishes it.
+    let first = tokio::time::timeout(Duration::from_millis(50), cache.get_or_load(&key, load));
+    let (first, second) = tokio::join!(first, cache.get_or_load(&key, load));
+    assert!(first.is_err());
+    assert_eq!(second, (Ok("zone of vol-1".to_owned()), Answered::Miss));
+    assert_eq!(cache.get_or_load(&key, load).await.1, Answered::Hit);
+    // A cancelled caller leaves nothing behind that would block the next one.
+    let other = "vol-2".to_owned();
+    let gone = tokio::time::timeout(Duration::from_millis(50), cache.get_or_load(&other, load)).await;
+    assert!(gone.is_err());
+    let (answer, _) = cache
+        .get_or_load(&other, || counted(&calls, "vol-2", Duration::ZERO))
+        .await;
+    assert_eq!(answer, Ok("zone of vol-2".to_owned()));
+}
+
+#[tokio::test]
+async fn cached_lookup_deadline_fails_slow_calls_without_caching_them() {
+    let mut slow = FakeLookup::new(EBS, Ok(topo("us-east-1a")));
+    slow.delay = Some(Duration::from_secs(30));
+    let cached = CachedLookup::new(slow, cap(8), Duration::from_secs(60)).with_deadline(Duration::from_millis(100));
+    let started = Instant::now();
+    let volume = VolumeIdentity::csi(EBS, "vol-1");
+    assert_eq!(
+        cached.lookup(&volume).await,
+        Err(LookupError::TimedOut(Duration::from_millis(100)))
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(cached.cache().is_empty());
+}
+
+#[tokio::test]
+async fn cached_lookup_shares_one_call_among_concurrent_lookups() {
+    let mut fake = FakeLookup::new(EBS, Ok(topo("us-east-1a")));
+    fake.delay = Some(Duration::from_millis(100));
+    let fake = Arc::new(fake);
+    let cached = Arc::new(CachedLookup::new(fake.clone(), cap(8), Duration::from_secs(60)));
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let cached = cached.clone();
+            tokio::spawn(async move { cached.lookup(&VolumeIdentity::csi(EBS, "vol-1")).await })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), Ok(topo("us-east-1a")));
+    }
+    assert_eq!(fake.calls(), 1);
 }
