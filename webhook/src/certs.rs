@@ -2,13 +2,12 @@
 //! without cert-manager. The CA key is not kept: renewing means running `certs` again
 //! and pasting the new caBundle.
 
-use std::io::Write as _;
 use std::net::IpAddr;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
+use cloud_access::files::write_atomically;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
@@ -43,6 +42,11 @@ pub enum CertsError {
         #[source]
         source: std::io::Error,
     },
+    /// Through a temporary file and a rename, so that a reader sees the old file or
+    /// the new one, never half of one; a FIFO, device or directory in the way is
+    /// refused, never replaced.
+    #[error("--out-dir: {0}")]
+    WriteFile(#[from] cloud_access::files::FileError),
 }
 
 /// What `certs` wrote.
@@ -160,34 +164,6 @@ fn is_dns_label(label: &str) -> bool {
 fn is_dns_name(name: &str) -> bool {
     let name = name.strip_prefix("*.").unwrap_or(name);
     name.len() <= 253 && name.split('.').all(|l| is_dns_label(&l.to_ascii_lowercase()))
-}
-
-/// Writes `contents` to `path` through a temporary file in the same directory and a
-/// rename, so that a reader sees the old file or the new one, never half of one.
-pub fn write_atomically(path: &Path, contents: &[u8], mode: u32) -> Result<(), CertsError> {
-    let error = |source| CertsError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = path.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(&tmp)?;
-        // `mode` is masked by the umask on creation, and an old temp file keeps its mode.
-        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
-        file.write_all(contents)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(error)
 }
 
 /// What `certs` tells the user (on stderr; stdout gets the caBundle alone, so that

@@ -176,7 +176,7 @@ pub struct CertsArgs {
     #[arg(long, value_name = "NS")]
     pub namespace: String,
     /// Directory to write ca.crt, tls.crt and tls.key to (created if missing; existing
-    /// files are replaced).
+    /// regular files are replaced; anything else in the way is refused).
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
     /// How long the CA and the serving certificate are valid.

@@ -152,6 +152,24 @@ fn certs_refuses_bad_names_naming_the_flag() {
 }
 
 #[test]
+fn certs_never_replaces_a_fifo_or_device_in_the_out_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("tls.key");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let output = Command::new(BIN)
+        .args(["certs", "--service", "pvt", "--namespace", "infra", "--out-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--out-dir"), "{stderr}");
+    assert!(stderr.contains("a FIFO, not a regular file"), "{stderr}");
+    use std::os::unix::fs::FileTypeExt as _;
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+}
+
+#[test]
 fn sleep_sleeps_and_exits_0() {
     let started = Instant::now();
     let status = Command::new(BIN).args(["sleep", "300ms"]).status().unwrap();
