@@ -188,20 +188,24 @@ pub fn parse_node_ip_annotation(value: &str) -> Result<Vec<IpAddr>, NodeIpError>
 /// Why kubelet refuses `ip` as a node IP, if it does (`validateNodeIP`,
 /// apart from the check that the address is on a local interface).
 pub fn kubelet_rejects(ip: &IpAddr) -> Option<&'static str> {
-    let link_local = match ip {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
-    };
     if ip.is_loopback() {
         Some("nodeIP can't be loopback address")
     } else if ip.is_multicast() {
         Some("nodeIP can't be a multicast address")
-    } else if link_local {
+    } else if is_link_local(ip) {
         Some("nodeIP can't be a link-local unicast address")
     } else if ip.is_unspecified() {
         Some("nodeIP can't be an all zeros address")
     } else {
         None
+    }
+}
+
+/// Go's `IsLinkLocalUnicast`: 169.254.0.0/16 or fe80::/10.
+pub fn is_link_local(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
     }
 }
 

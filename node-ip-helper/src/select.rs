@@ -10,6 +10,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use crate::ccm::is_link_local;
 use crate::family::{Family, IpFamilyPolicy};
 use crate::filters::Filters;
 use crate::host::{Host, HostAddress};
@@ -111,13 +112,6 @@ fn address_rejection(address: &HostAddress) -> Option<String> {
         return None;
     };
     Some(reason.to_owned())
-}
-
-fn is_link_local(ip: &IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
-    }
 }
 
 /// The choice for every family the policy asks for, primary first.
