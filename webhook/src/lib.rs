@@ -3,9 +3,12 @@
 //! and nodeAffinity), for PVs created by hand or by tools that do not set it.
 //!
 //! Layers, from the outside in:
-//! - [`review`]: AdmissionReview bytes in and out (one path for the CLI and the server);
+//! - [`review`]: AdmissionReview bytes in and out, read once ([`review::Reviewer::review`],
+//!   the one entry point for the CLI and the server);
 //! - [`resolve`]: finds the topology: built in ([`builtin`]), [`rules`], then [`lookup`];
-//! - [`decision`]: the pure decision from the request and the resolved topology.
+//! - [`decision`]: the pure decision from the request and the resolved topology;
+//! - [`model`]: the core's types (subject, resolution, decision, outcome), which import
+//!   no lookup, cloud or server code.
 //!
 //! Around them: [`server`] (HTTPS, health, shutdown), [`tls`] (certificate reload),
 //! [`metrics`] and [`certs`] (a CA and serving certificate for clusters without
@@ -18,6 +21,8 @@ pub mod decision;
 pub mod ebs;
 pub mod lookup;
 pub mod metrics;
+pub mod model;
+pub mod patch;
 pub mod resolve;
 pub mod review;
 pub mod rules;
@@ -162,7 +167,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 .map_err(Error::Stdin)?;
             let answer = reviewer.review(&body).await?;
             let mut stdout = std::io::stdout().lock();
-            stdout.write_all(&answer).map_err(Error::Stdout)?;
+            stdout.write_all(&answer.body).map_err(Error::Stdout)?;
             stdout.flush().map_err(Error::Stdout)?;
             Ok(())
         }

@@ -11,8 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::lookup::LookupError;
-use crate::resolve::{Resolution, TopologySource};
+use crate::model::LookupResult;
 use crate::tls::CertInfo;
 
 /// Prefix of every metric name.
@@ -142,27 +141,12 @@ impl Metrics {
         self.duration.observe(elapsed.as_secs_f64());
     }
 
-    /// Counts the lookup a resolution made, if any.
-    pub fn resolution(&self, resolution: &Resolution) {
-        let (lookup, result) = match resolution {
-            Resolution::Resolved(resolved) => match &resolved.source {
-                TopologySource::Lookup(name) => (name.as_str(), "success"),
-                _ => return,
-            },
-            Resolution::LookupFailed { lookup, error } => (
-                lookup.as_str(),
-                if matches!(error, LookupError::TimedOut(_)) {
-                    "timeout"
-                } else {
-                    "error"
-                },
-            ),
-            _ => return,
-        };
+    /// Counts a lookup made for a request.
+    pub fn lookup(&self, lookup: &str, result: LookupResult) {
         self.lookups
             .get_or_create(&LookupLabels {
                 lookup: lookup.to_owned(),
-                result: result.to_owned(),
+                result: result.as_str().to_owned(),
             })
             .inc();
     }

@@ -1,6 +1,7 @@
 //! Finding a volume's topology, in order: what the handle says (built in), then the
 //! rules files, then a lookup (with a deadline). This is the only part of a review that
-//! may wait; its result, a [`Resolution`], is what the pure decision works from.
+//! may wait; its result, a [`Resolution`] (a type of the core, [`crate::model`]), is
+//! what the pure decision works from.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,9 +9,10 @@ use std::time::Duration;
 
 use crate::builtin::{self, Builtin, csi_zone_key};
 use crate::lookup::{LookupError, TopologyLookup};
-use crate::rules::{RuleOrigin, Rules};
+pub use crate::model::{AffinityKeys, LookupFailure, Resolution, Resolved, TopologySource};
+use crate::rules::Rules;
 use crate::source::{VolumeIdentity, VolumeKind};
-use crate::topology::{REGION_LABEL, Topology, ZONE_LABEL};
+use crate::topology::Topology;
 
 /// The volume ID external provisioners put in a PV before the real one is known
 /// (k8s.io/cloud-provider volume constants); it has no topology to find.
@@ -18,86 +20,6 @@ pub const PROVISIONING_PLACEHOLDER: &str = "placeholder-for-provisioning";
 
 /// The default deadline for a lookup; below the 5 s webhook timeout we recommend.
 pub const DEFAULT_LOOKUP_DEADLINE: Duration = Duration::from_secs(2);
-
-/// Where a topology came from, for the `source` audit annotation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TopologySource {
-    /// Parsed from the volume handle.
-    Builtin,
-    /// Given by this rule.
-    Rule(RuleOrigin),
-    /// Answered by the named lookup.
-    Lookup(String),
-}
-
-impl fmt::Display for TopologySource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TopologySource::Builtin => f.write_str("builtin"),
-            TopologySource::Rule(origin) => write!(f, "rule {origin}"),
-            TopologySource::Lookup(name) => write!(f, "lookup {name}"),
-        }
-    }
-}
-
-/// The node labels the nodeAffinity requirements are written on.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AffinityKeys {
-    /// Key of the requirement holding the zones, if any.
-    pub zone: Option<String>,
-    /// Key of the requirement holding the region, if any.
-    pub region: Option<String>,
-}
-
-impl AffinityKeys {
-    /// CSI: the driver's own zone key (nodes running the driver report it), or the rule's.
-    /// In-tree: the GA zone and region keys, as the in-tree admission plugin did; a rule's
-    /// key replaces the zone key.
-    pub fn for_volume(kind: &VolumeKind, rule_key: Option<&str>) -> Self {
-        match kind {
-            VolumeKind::Csi { driver } => Self {
-                zone: rule_key.or_else(|| csi_zone_key(driver)).map(str::to_owned),
-                region: None,
-            },
-            VolumeKind::InTree(_) => Self {
-                zone: Some(rule_key.unwrap_or(ZONE_LABEL).to_owned()),
-                region: Some(REGION_LABEL.to_owned()),
-            },
-        }
-    }
-}
-
-/// A topology found for a volume.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
-    pub topology: Topology,
-    pub source: TopologySource,
-    pub affinity: AffinityKeys,
-    /// Things the user should know (sent as warnings).
-    pub notes: Vec<String>,
-}
-
-/// What we know about a volume's topology.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resolution {
-    /// Nothing was resolved because the request needs no topology.
-    NotNeeded,
-    /// The topology was found.
-    Resolved(Resolved),
-    /// The PV carries the provisioning placeholder instead of a volume ID.
-    Placeholder,
-    /// A volume type we know, but nothing is configured that could give its topology.
-    NotConfigured {
-        /// The command-line flag that would enable a source for it.
-        flag: &'static str,
-    },
-    /// A volume type we know nothing about.
-    Unrecognized,
-    /// A source answered with values that cannot be labels.
-    Invalid { source: TopologySource, reason: String },
-    /// The lookup that should have answered failed.
-    LookupFailed { lookup: String, error: LookupError },
-}
 
 /// Resolves topology through built-in parsing, rules and lookups.
 #[derive(Clone)]
@@ -187,7 +109,7 @@ impl Resolver {
                 Ok(topology) => found(volume, topology, source, None, Vec::new()),
                 Err(error) => Resolution::LookupFailed {
                     lookup: lookup.name().to_owned(),
-                    error,
+                    error: failure(error),
                 },
             };
         }
@@ -224,4 +146,12 @@ fn found(
         affinity: AffinityKeys::for_volume(&volume.kind, rule_key),
         notes,
     })
+}
+
+/// A lookup's error as the decision sees it (the same message).
+fn failure(error: LookupError) -> LookupFailure {
+    match error {
+        LookupError::TimedOut(deadline) => LookupFailure::TimedOut(deadline),
+        other => LookupFailure::Failed(other.to_string()),
+    }
 }

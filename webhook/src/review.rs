@@ -1,7 +1,8 @@
 //! AdmissionReview bytes in, AdmissionReview bytes out: the one code path shared by the
-//! `review` subcommand and the HTTPS server. It reads the request, resolves the volume's
-//! topology (the only step that may wait), calls the pure [`decide`], and encodes the
-//! answer deterministically.
+//! `review` subcommand and the HTTPS server ([`Reviewer::review`]). It reads the request
+//! once ([`parse_review`], then [`subject`]), resolves the volume's topology (the only
+//! step that may wait), calls the pure [`decide`], and encodes the answer
+//! deterministically.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -25,8 +26,9 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::decision::{DecisionConfig, MAX_AFFINITY_ITEMS, PROVISIONED_BY_ANNOTATION, decide, volume_to_resolve};
-use crate::resolve::{Resolution, Resolver};
+use crate::decision::{MAX_AFFINITY_ITEMS, PROVISIONED_BY_ANNOTATION, decide, skipped, subject};
+use crate::model::{Decision, DecisionConfig, LookupResult, Outcome, Subject};
+use crate::resolve::Resolver;
 use crate::topology::{REGION_LABEL, ZONE_LABEL};
 
 /// The AdmissionReview version we speak.
@@ -58,43 +60,61 @@ pub struct Reviewer {
     config: DecisionConfig,
 }
 
+/// One review answered: the encoded AdmissionReview and, typed, what the server logs
+/// and counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The AdmissionReview to send back.
+    pub body: Vec<u8>,
+    pub outcome: Outcome,
+    pub allowed: bool,
+    /// The lookup made, by name, and how it went.
+    pub lookup: Option<(String, LookupResult)>,
+}
+
 impl Reviewer {
     /// A reviewer that resolves with `resolver` and decides with `config`.
     pub fn new(resolver: Resolver, config: DecisionConfig) -> Self {
         Self { resolver, config }
     }
 
-    /// Answers one AdmissionReview given as JSON bytes.
-    pub async fn review(&self, body: &[u8]) -> Result<Vec<u8>, ReviewError> {
+    /// Answers one AdmissionReview given as JSON bytes: read once, resolve (the only step
+    /// that may wait), decide (pure), encode. The one entry point, for the `review`
+    /// subcommand and the server alike; the request's uid, kind, name and operation are
+    /// recorded on the current span (the server's `admission` span).
+    pub async fn review(&self, body: &[u8]) -> Result<Answer, ReviewError> {
         let request = parse_review(body)?;
-        let response = self.respond(&request).await;
+        let span = tracing::Span::current();
+        span.record("uid", request.uid.as_str());
+        span.record("kind", request.kind.kind.as_str());
+        span.record("name", request.name.as_str());
+        span.record("operation", tracing::field::debug(&request.operation));
+        let decision = match subject(&request) {
+            Subject::Skip { outcome, warning } => skipped(&request, outcome, warning),
+            Subject::Volume(volume) => {
+                let resolution = self.resolver.resolve(&volume.identity).await;
+                decide(&request, &volume, &resolution, &self.config)
+            }
+        };
+        let lookup = decision.lookup().map(|(name, result)| (name.to_owned(), result));
+        let Decision { response, outcome, .. } = decision;
+        let allowed = response.allowed;
         tracing::debug!(
             uid = %request.uid,
             kind = %request.kind.kind,
             name = %request.name,
             operation = ?request.operation,
-            allowed = response.allowed,
+            allowed,
+            %outcome,
             patched = response.patch.is_some(),
             "reviewed"
         );
-        encode_response(response)
-    }
-
-    /// The response to a parsed request: resolve (may wait), then decide (pure).
-    pub async fn respond(&self, request: &AdmissionRequest<ReviewObject>) -> AdmissionResponse {
-        self.respond_with_resolution(request).await.0
-    }
-
-    /// [`Self::respond`], also returning what was resolved (for metrics).
-    pub async fn respond_with_resolution(
-        &self,
-        request: &AdmissionRequest<ReviewObject>,
-    ) -> (AdmissionResponse, Resolution) {
-        let resolution = match volume_to_resolve(request) {
-            Some(volume) => self.resolver.resolve(&volume).await,
-            None => Resolution::NotNeeded,
-        };
-        (decide(request, &resolution, &self.config), resolution)
+        Ok(Answer {
+            body: encode_response(response)?,
+            outcome,
+            allowed,
+            lookup,
+        })
     }
 }
 

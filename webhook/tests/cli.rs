@@ -43,7 +43,7 @@ async fn review_answers_a_fixture_like_the_library() {
     let output = run(&["review"], &[], &body);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     // One code path: the binary's bytes are the library's bytes.
-    assert_eq!(output.stdout, plain().review(&body).await.unwrap());
+    assert_eq!(output.stdout, plain().review(&body).await.unwrap().body);
     let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(answer["response"]["uid"], "7f0d2a51-0001-4c53-9d7e-gce-zonal");
     assert_eq!(answer["response"]["patchType"], "JSONPatch");

@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use pv_topology_webhook::decision::{DecisionConfig, MAX_AFFINITY_ITEMS, decide, volume_to_resolve};
+use pv_topology_webhook::decision::{DecisionConfig, MAX_AFFINITY_ITEMS, Subject, decide, subject};
 use pv_topology_webhook::resolve::{AffinityKeys, Resolution, Resolved, TopologySource};
 use pv_topology_webhook::review::parse_review;
 use pv_topology_webhook::rules::RuleOrigin;
@@ -597,8 +597,13 @@ async fn answers_are_deterministic() {
 fn decide_is_pure_and_only_uses_the_resolution() {
     let body = fixture("rules-driver.json");
     let request = parse_review(&body).unwrap();
-    let volume = volume_to_resolve(&request).unwrap();
-    assert_eq!(volume, VolumeIdentity::csi("csi.example.com", "dc1/dc1-rack2/vol-7"));
+    let Subject::Volume(volume) = subject(&request) else {
+        panic!("not a volume to resolve")
+    };
+    assert_eq!(
+        volume.identity,
+        VolumeIdentity::csi("csi.example.com", "dc1/dc1-rack2/vol-7")
+    );
     let resolution = Resolution::Resolved(Resolved {
         topology: Topology::new(["z-2", "z-1"], Some("r".to_owned())).unwrap(),
         source: TopologySource::Rule(RuleOrigin {
@@ -612,8 +617,9 @@ fn decide_is_pure_and_only_uses_the_resolution() {
         notes: vec!["a note".to_owned()],
     });
     let config = DecisionConfig::default();
-    let first = decide(&request, &resolution, &config);
-    assert_eq!(first, decide(&request, &resolution, &config));
+    let first = decide(&request, &volume, &resolution, &config);
+    assert_eq!(first, decide(&request, &volume, &resolution, &config));
+    let first = first.response;
     assert_eq!(first.uid, "7f0d2a51-0007-4c53-9d7e-rules");
     assert_eq!(first.warnings, Some(vec!["a note".to_owned()]));
     assert_eq!(first.audit_annotations["source"], "rule x.yaml#rules[3]");
@@ -631,9 +637,8 @@ fn decide_is_pure_and_only_uses_the_resolution() {
         "update-op.json",
         "not-a-pv.json",
     ] {
-        assert_eq!(
-            volume_to_resolve(&parse_review(&fixture(name)).unwrap()),
-            None,
+        assert!(
+            matches!(subject(&parse_review(&fixture(name)).unwrap()), Subject::Skip { .. }),
             "{name}"
         );
     }

@@ -78,7 +78,7 @@ async fn the_answer_is_the_same_as_the_review_subcommands() {
     let body = fixture("gce-pd-csi-zonal.json");
     let (status, over_http) = post(&state, body.clone()).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(over_http, reviewer(fixture_rules()).review(&body).await.unwrap());
+    assert_eq!(over_http, reviewer(fixture_rules()).review(&body).await.unwrap().body);
 }
 
 #[tokio::test]

@@ -54,7 +54,8 @@ async fn every_unreadable_object_gets_the_unreadable_answer_with_its_uid() {
         let answer = plain()
             .review(&body)
             .await
-            .unwrap_or_else(|e| panic!("{case}: the review was refused: {e}"));
+            .unwrap_or_else(|e| panic!("{case}: the review was refused: {e}"))
+            .body;
         let answer: Value = serde_json::from_slice(&answer).unwrap();
         let response = &answer["response"];
         assert_eq!(response["uid"], "00000000-0000-0000-0000-000000000001", "{case}");

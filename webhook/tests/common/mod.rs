@@ -187,7 +187,7 @@ impl Answer {
 }
 
 pub async fn review(reviewer: &Reviewer, body: &[u8]) -> Answer {
-    let bytes = reviewer.review(body).await.unwrap();
+    let bytes = reviewer.review(body).await.unwrap().body;
     let review: Value = serde_json::from_slice(&bytes).unwrap();
     Answer { bytes, review }
 }

@@ -1,0 +1,252 @@
+//! The core's types: what a request is about ([`Subject`]), what is known of its volume's
+//! topology ([`Resolution`]), and what was decided ([`Decision`], [`Outcome`]). No I/O and
+//! no lookup, cloud or server code: the lookups, the resolver, the decision and the server
+//! all speak these types.
+
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::core::admission::AdmissionResponse;
+
+use crate::builtin::csi_zone_key;
+use crate::rules::RuleOrigin;
+use crate::source::{VolumeIdentity, VolumeKind};
+use crate::topology::{REGION_LABEL, Topology, ZONE_LABEL};
+
+/// What to do when a configured lookup fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLookupError {
+    /// Refuse the PV: better no PV than one with no or wrong topology.
+    #[default]
+    Deny,
+    /// Admit the PV unchanged, with a warning.
+    Allow,
+}
+
+/// Settings of the decision.
+#[derive(Debug, Clone, Default)]
+pub struct DecisionConfig {
+    pub on_lookup_error: OnLookupError,
+}
+
+/// What happened to a request; the value of the `outcome` audit annotation and the
+/// `outcome` label of the request metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not a CREATE of a PersistentVolume.
+    NotApplicable,
+    /// The object could not be read as a PersistentVolume.
+    Unreadable,
+    /// A provisioned PV that already has both labels.
+    Trusted,
+    /// A volume type we know nothing about.
+    Unrecognized,
+    /// The volume ID is the provisioning placeholder.
+    Placeholder,
+    /// Labels and/or nodeAffinity were patched.
+    Labeled,
+    /// Topology resolved, and the PV already has it.
+    Unchanged,
+    /// A known volume type, but no source configured for it.
+    NotConfigured,
+    /// A source gave values that cannot be labels.
+    InvalidTopology,
+    /// A lookup failed.
+    LookupFailed,
+}
+
+impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 10] = [
+        Outcome::NotApplicable,
+        Outcome::Unreadable,
+        Outcome::Trusted,
+        Outcome::Unrecognized,
+        Outcome::Placeholder,
+        Outcome::Labeled,
+        Outcome::Unchanged,
+        Outcome::NotConfigured,
+        Outcome::InvalidTopology,
+        Outcome::LookupFailed,
+    ];
+
+    /// The audit annotation value and metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::NotApplicable => "not-applicable",
+            Outcome::Unreadable => "unreadable",
+            Outcome::Trusted => "trusted",
+            Outcome::Unrecognized => "unrecognized",
+            Outcome::Placeholder => "placeholder",
+            Outcome::Labeled => "labeled",
+            Outcome::Unchanged => "unchanged",
+            Outcome::NotConfigured => "not-configured",
+            Outcome::InvalidTopology => "invalid-topology",
+            Outcome::LookupFailed => "lookup-failed",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a topology came from, for the `source` audit annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopologySource {
+    /// Parsed from the volume handle.
+    Builtin,
+    /// Given by this rule.
+    Rule(RuleOrigin),
+    /// Answered by the named lookup.
+    Lookup(String),
+}
+
+impl fmt::Display for TopologySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TopologySource::Builtin => f.write_str("builtin"),
+            TopologySource::Rule(origin) => write!(f, "rule {origin}"),
+            TopologySource::Lookup(name) => write!(f, "lookup {name}"),
+        }
+    }
+}
+
+/// The node labels the nodeAffinity requirements are written on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AffinityKeys {
+    /// Key of the requirement holding the zones, if any.
+    pub zone: Option<String>,
+    /// Key of the requirement holding the region, if any.
+    pub region: Option<String>,
+}
+
+impl AffinityKeys {
+    /// CSI: the driver's own zone key (nodes running the driver report it), or the rule's.
+    /// In-tree: the GA zone and region keys, as the in-tree admission plugin did; a rule's
+    /// key replaces the zone key.
+    pub fn for_volume(kind: &VolumeKind, rule_key: Option<&str>) -> Self {
+        match kind {
+            VolumeKind::Csi { driver } => Self {
+                zone: rule_key.or_else(|| csi_zone_key(driver)).map(str::to_owned),
+                region: None,
+            },
+            VolumeKind::InTree(_) => Self {
+                zone: Some(rule_key.unwrap_or(ZONE_LABEL).to_owned()),
+                region: Some(REGION_LABEL.to_owned()),
+            },
+        }
+    }
+}
+
+/// A topology found for a volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub topology: Topology,
+    pub source: TopologySource,
+    pub affinity: AffinityKeys,
+    /// Things the user should know (sent as warnings).
+    pub notes: Vec<String>,
+}
+
+/// Why a lookup gave no topology, as the decision and the metrics see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupFailure {
+    /// The lookup did not finish within its deadline.
+    TimedOut(Duration),
+    /// Any other failure, described.
+    Failed(String),
+}
+
+impl fmt::Display for LookupFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LookupFailure::TimedOut(deadline) => write!(f, "timed out after {deadline:?}"),
+            LookupFailure::Failed(reason) => f.write_str(reason),
+        }
+    }
+}
+
+/// What we know about the topology of a volume that needs one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The topology was found.
+    Resolved(Resolved),
+    /// The PV carries the provisioning placeholder instead of a volume ID.
+    Placeholder,
+    /// A volume type we know, but nothing is configured that could give its topology.
+    NotConfigured {
+        /// The command-line flag that would enable a source for it.
+        flag: &'static str,
+    },
+    /// A volume type we know nothing about.
+    Unrecognized,
+    /// A source answered with values that cannot be labels.
+    Invalid { source: TopologySource, reason: String },
+    /// The lookup that should have answered failed.
+    LookupFailed { lookup: String, error: LookupFailure },
+}
+
+/// What a request is about, read once from it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject<'a> {
+    /// Answered without a topology: the outcome, and a warning for the user if any.
+    Skip { outcome: Outcome, warning: Option<String> },
+    /// A PersistentVolume whose topology must be resolved.
+    Volume(Volume<'a>),
+}
+
+/// A PV being created, with the volume it stands for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Volume<'a> {
+    /// The PV, as read (see [`crate::review::ReviewObject`]).
+    pub pv: &'a PersistentVolume,
+    /// The volume whose topology is wanted.
+    pub identity: VolumeIdentity,
+    /// nodeAffinity has more items than were read: it must be left as it is.
+    pub affinity_too_large: bool,
+}
+
+/// How a lookup made for a request went, for the lookup metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupResult {
+    Success,
+    Error,
+    Timeout,
+}
+
+impl LookupResult {
+    /// The metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LookupResult::Success => "success",
+            LookupResult::Error => "error",
+            LookupResult::Timeout => "timeout",
+        }
+    }
+}
+
+/// The answer to a request, and what happened, typed: the audit annotations were written
+/// from `outcome` and `source`, and the metrics are counted from them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub response: AdmissionResponse,
+    pub outcome: Outcome,
+    /// Where the topology came from, when one was found or looked for.
+    pub source: Option<TopologySource>,
+    /// How the lookup went, when `source` is a lookup.
+    pub lookup_result: Option<LookupResult>,
+}
+
+impl Decision {
+    /// The lookup made for this request and how it went, if one was made.
+    pub fn lookup(&self) -> Option<(&str, LookupResult)> {
+        match (&self.source, self.lookup_result) {
+            (Some(TopologySource::Lookup(name)), Some(result)) => Some((name, result)),
+            _ => None,
+        }
+    }
+}
