@@ -22,6 +22,7 @@ pub mod envfile;
 pub mod family;
 pub mod filters;
 pub mod host;
+pub mod kubeconfig;
 pub mod live;
 pub mod observe;
 pub mod output;
@@ -57,8 +58,8 @@ pub enum Error {
     PrivateDns { instance: String, reason: String },
     #[error("cannot load the kubeconfig{}: {reason}", .path.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
     Kubeconfig { path: Option<String>, reason: String },
-    #[error("cannot load --kubeconfig {0}")]
-    KubeconfigFile(cloud_access::files::FileError),
+    #[error(transparent)]
+    KubeconfigFile(#[from] kubeconfig::KubeconfigError),
     #[error("cannot read Node {name}: {reason}")]
     ReadNode { name: String, reason: String },
     #[error("cannot read --cloud-addresses {0}")]

@@ -186,26 +186,18 @@ pub fn read_cloud_addresses(path: &Path) -> Result<Vec<NodeAddress>, Error> {
     })
 }
 
-/// Kubeconfigs with embedded certificates take a few kilobytes each.
-const KUBECONFIG_LIMIT: u64 = 16 * 1024 * 1024;
-
 /// The Node, read with the kubeconfig's identity.
 pub async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_openapi::api::core::v1::Node, Error> {
     let config_error = |reason: String| Error::Kubeconfig {
         path: kubeconfig.map(|p| p.display().to_string()),
         reason,
     };
-    let config = match kubeconfig {
-        Some(path) => {
-            // Refuse a FIFO or device before kube reads it (again, to resolve
-            // the relative paths in it).
-            cloud_access::files::read_regular(path, KUBECONFIG_LIMIT).map_err(Error::KubeconfigFile)?;
-            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| config_error(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| config_error(e.to_string()))?
-        }
-        None => kube::Config::infer().await.map_err(|e| config_error(e.to_string()))?,
+    // Every file on the way is read as a bounded regular file, here rather than by kube.
+    let config = match crate::kubeconfig::load(&crate::kubeconfig::files(kubeconfig))? {
+        Some(file) => kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| config_error(e.to_string()))?,
+        None => kube::Config::incluster().map_err(|e| config_error(e.to_string()))?,
     };
     let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
