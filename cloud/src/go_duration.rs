@@ -130,19 +130,6 @@ pub fn parse_non_negative(text: &str) -> Result<Duration, GoDurationError> {
         .map_err(|_| GoDurationError::Invalid(text.to_owned()))
 }
 
-/// A clap value parser: a Go duration of zero or more.
-pub fn flag_non_negative(text: &str) -> Result<Duration, String> {
-    parse_non_negative(text).map_err(|e| e.to_string())
-}
-
-/// A clap value parser: a Go duration above zero.
-pub fn flag_positive(text: &str) -> Result<Duration, String> {
-    match flag_non_negative(text)? {
-        d if d.is_zero() => Err(format!("{text:?} must be more than zero")),
-        d => Ok(d),
-    }
-}
-
 /// `seconds` since 1970 as a time, or `None` when it is not a time the
 /// system can represent (not finite, or too far from 1970 either way): a
 /// number from a server or a token must not be able to panic the program.

@@ -1,7 +1,8 @@
 //! Cloud access shared by the suite's programs: the HTTP client every
 //! outbound call goes through, the policy that decides which endpoints may
 //! receive a credential, the clouds' instance metadata services, and the
-//! logging and duration conventions the programs share.
+//! log-line and duration conventions the programs share. No command line:
+//! the programs turn their flags into these types.
 
 pub mod aws;
 pub mod endpoint;

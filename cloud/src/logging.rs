@@ -1,42 +1,18 @@
-//! Log set-up shared by the programs: structured `tracing` events on
-//! stderr, as text or JSON. Each program declares its own flags (with its
-//! own environment variable names) and hands the values here.
+//! Text made fit for one line of a log: error chains flattened, secrets
+//! redacted, control characters escaped, length bounded. (The log set-up
+//! itself is the programs' skeleton, `suite-program`.)
 
-use tracing_subscriber::filter::Targets;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "invalid log level {level:?}: use off, error, warn, info, debug or trace, or per-target levels such as \"info,hyper=warn\""
-)]
-pub struct LogLevelError {
-    level: String,
-}
-
-/// Installs the global subscriber. Call once, early in `main`.
-pub fn init(level: &str, format: LogFormat) -> Result<(), LogLevelError> {
-    // `Targets` reads "info" or "info,hyper=warn" without a regex engine,
-    // which keeps the exec plugin small.
-    let filter: Targets = level.parse().map_err(|_| LogLevelError {
-        level: level.to_owned(),
-    })?;
-    let layer = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    let registry = tracing_subscriber::registry().with(filter);
-    // A second init (as in tests) keeps the first subscriber.
-    let _ = match format {
-        LogFormat::Text => registry.with(layer.with_ansi(false)).try_init(),
-        LogFormat::Json => registry.with(layer.json().flatten_event(true)).try_init(),
-    };
-    Ok(())
+/// `error`'s message followed by each of its causes', `: `-separated: a
+/// transport error names its cause (DNS, refused, TLS) only in its chain.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        line.push_str(": ");
+        line.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    line
 }
 
 /// The shortest run of a secret's characters that counts as leaking it: a
@@ -145,6 +121,16 @@ mod tests {
         // A short secret is redacted whole; a tiny one is ignored.
         assert_eq!(redact("user hunter2 denied", &["hunter2"]), "user <redacted> denied");
         assert_eq!(redact("a b", &["a"]), "a b");
+    }
+
+    #[test]
+    fn error_chains_are_one_line() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let error = Outer(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&error), "outer: inner");
+        assert_eq!(error_chain(&std::io::Error::other("alone")), "alone");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use cloud_access::logging::LogFormat;
 use ipnet::IpNet;
+use suite_program::{LogArgs, LogEnv as _};
 
 use crate::choose::Config;
 pub use crate::choose::NodeNameFrom;
@@ -19,22 +19,17 @@ pub use crate::source::Source;
 /// --cloud-provider=external, the way the cloud controller manager will
 /// accept them, and hands them to kubelet.
 #[derive(Debug, Parser)]
-#[command(name = "node-ip-helper", version, propagate_version = true)]
+#[command(
+    name = "node-ip-helper",
+    version,
+    propagate_version = true,
+    log_env("NODE_IP_HELPER_LOG_LEVEL", "NODE_IP_HELPER_LOG_FORMAT", "warn")
+)]
 pub struct Cli {
     #[command(flatten)]
     pub log: LogArgs,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Args)]
-pub struct LogArgs {
-    /// Log level, or per-target levels such as `info,netlink_proto=warn`; logs go to stderr.
-    #[arg(long, env = "NODE_IP_HELPER_LOG_LEVEL", default_value = "warn", global = true)]
-    pub log_level: String,
-    /// Log line format.
-    #[arg(long, env = "NODE_IP_HELPER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
-    pub log_format: LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -106,7 +101,7 @@ pub struct MetadataArgs {
     #[arg(long, env = "NODE_IP_HELPER_METADATA_ENDPOINT", value_name = "URL")]
     pub metadata_endpoint: Option<url::Url>,
     /// Deadline of each metadata request (Go duration).
-    #[arg(long, env = "NODE_IP_HELPER_METADATA_TIMEOUT", value_parser = cloud_access::go_duration::flag_positive, default_value = "2s", value_name = "DURATION")]
+    #[arg(long, env = "NODE_IP_HELPER_METADATA_TIMEOUT", value_parser = suite_program::duration::positive, default_value = "2s", value_name = "DURATION")]
     pub metadata_timeout: std::time::Duration,
     /// OpenStack config drive mounted at this directory (label config-2),
     /// read instead of the metadata service.

@@ -68,12 +68,11 @@ pub enum Error {
     CloudAddresses { path: String, reason: String },
     #[error("cannot write to stdout: {0}")]
     Stdout(std::io::Error),
-    #[error(transparent)]
-    Logging(#[from] cloud_access::logging::LogLevelError),
 }
 
+/// Runs one command (logging and the runtime are started by the skeleton's
+/// `main`).
 pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
-    cloud_access::logging::init(&cli.log.log_level, cli.log.log_format)?;
     match cli.command {
         Command::Detect(command) => {
             let detection = detect(&command.detect).await?;

@@ -2,23 +2,20 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use node_ip_helper::cli::Cli;
+use suite_program::Program;
+
+const PROGRAM: Program = Program {
+    error_prefix: "node-ip-helper: ",
+    max_error_line: Program::MAX_ERROR_LINE,
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Cloud metadata sources speak TLS through the shared HTTP client.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("node-ip-helper: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(node_ip_helper::run(cli)) {
-        Ok(code) => code,
-        Err(error) => {
-            eprintln!("node-ip-helper: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    let log = cli.log.clone();
+    // Started at boot and done in a moment: one thread is enough.
+    PROGRAM.main(
+        &log,
+        tokio::runtime::Builder::new_current_thread(),
+        node_ip_helper::run(cli),
+    )
 }

@@ -262,13 +262,7 @@ impl MetadataClient {
             };
         }
         let error = error.without_url();
-        let mut reason = error.to_string();
-        let mut source = std::error::Error::source(&error);
-        while let Some(cause) = source {
-            reason.push_str(": ");
-            reason.push_str(&cause.to_string());
-            source = cause.source();
-        }
+        let reason = crate::logging::error_chain(&error);
         MetadataError::Connect {
             provider: self.provider.name(),
             url: url.to_string(),

@@ -216,13 +216,7 @@ impl TokenExchangeBackend {
         }
         // reqwest's chain names the cause (DNS, refused, TLS) without the body.
         let error = error.without_url();
-        let mut reason = error.to_string();
-        let mut source = std::error::Error::source(&error);
-        while let Some(cause) = source {
-            reason.push_str(": ");
-            reason.push_str(&cause.to_string());
-            source = cause.source();
-        }
+        let reason = cloud_access::logging::error_chain(&error);
         TokenExchangeError::Connect { endpoint, reason }
     }
 }
