@@ -11,6 +11,7 @@ pub mod go_duration;
 pub mod http;
 pub mod logging;
 pub mod metadata;
+pub mod yaml;
 
 pub use endpoint::{EndpointError, SecureEndpoint};
 pub use http::{HttpClientError, http_client, http_client_with_tls};

@@ -177,19 +177,49 @@ fn check_config_refuses_deep_nesting_at_once() {
         started.elapsed()
     );
 
-    // Flow style a few levels deep is fine, and brackets inside quotes and
-    // comments are text, not nesting.
+    // Flow style a few levels deep is fine, with a few brackets in strings.
     let moderate = dir.path().join("moderate.yaml");
-    let brackets = "[{".repeat(40);
-    std::fs::write(
-        &moderate,
+    let flow = |brackets: &str| {
         format!(
-            "{HEADER}# {brackets}\nproviders: [{{name: p, apiVersion: credentialprovider.kubelet.k8s.io/v1, matchImages: ['reg.io'], defaultCacheDuration: 1m, args: [\"{brackets}\", '{brackets}'], env: [{{name: A, value: \"x\"}}]}}]\n"
-        ),
-    )
-    .unwrap();
+            "{HEADER}# {brackets}\nproviders: [{{name: p, apiVersion: credentialprovider.kubelet.k8s.io/v1, matchImages: ['reg.io'], defaultCacheDuration: 1m, args: [\"{brackets}\"], env: [{{name: A, value: \"x\"}}]}}]\n"
+        )
+    };
+    std::fs::write(&moderate, flow("[{[{")).unwrap();
     let out = run(&["check-config", &moderate.display().to_string()], b"");
     assert_eq!(out.status, 0, "{}", out.stdout);
+    // Brackets inside quotes and comments count too (telling them apart
+    // takes a YAML scanner, which a `"` in a plain scalar fooled): many of
+    // them are refused, and the message says why.
+    std::fs::write(&moderate, flow(&"[{".repeat(20))).unwrap();
+    let out = run(&["check-config", &moderate.display().to_string()], b"");
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("brackets inside quoted strings and comments count too"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// Issue 9's re-test: a `"` inside a plain scalar opens no quote; the
+/// brackets after it are refused as any others.
+#[test]
+fn check_config_is_not_fooled_by_a_quote_in_a_plain_scalar() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("q.yaml");
+    let n = 100_000;
+    std::fs::write(
+        &file,
+        format!("{HEADER}x: [a:\", {}{}, b\"]\n", "[".repeat(n), "]".repeat(n)),
+    )
+    .unwrap();
+    let out = run(&["check-config", &file.display().to_string()], b"");
+    assert_eq!(out.status, 1);
+    assert!(
+        out.stdout.contains("q.yaml: nested more than 32 levels deep"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]

@@ -51,7 +51,7 @@ struct PrivateNetwork {
 
 pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, MetadataError> {
     let body = client.get_required(METADATA, &[]).await?;
-    let document: Document = serde_yaml_ng::from_str(&body).map_err(|e| client.garbage(METADATA, e.to_string()))?;
+    let document: Document = crate::yaml::from_str(&body).map_err(|e| client.garbage(METADATA, e))?;
     let mut instance = Instance {
         hostname: Some(document.hostname.clone()),
         instance_id: Some(match &document.instance_id {
@@ -81,7 +81,7 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
     }
     if let Some(body) = client.get(PRIVATE_NETWORKS, &[]).await? {
         let networks: Vec<PrivateNetwork> =
-            serde_yaml_ng::from_str(&body).map_err(|e| client.garbage(PRIVATE_NETWORKS, e.to_string()))?;
+            crate::yaml::from_str(&body).map_err(|e| client.garbage(PRIVATE_NETWORKS, e))?;
         for network in networks {
             instance.push(
                 AddressKind::InternalIP,
@@ -90,4 +90,34 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
         }
     }
     Ok(instance)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{MetadataClient, Provider};
+
+    /// Issue 9's re-test: the metadata document is YAML from the network,
+    /// guarded as the credential provider's config is.
+    #[tokio::test]
+    async fn deeply_nested_metadata_is_refused_before_parsing() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let n = 50_000;
+        let document = format!(
+            "hostname: a\ninstance-id: 1\nx: [a:\", {}{}, b\"]\n",
+            "[".repeat(n),
+            "]".repeat(n)
+        );
+        let server = axum::Router::new().route(
+            "/hetzner/v1/metadata",
+            axum::routing::get(move || async move { document }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}/", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, server).await.unwrap() });
+        let client = MetadataClient::new(Provider::Hetzner, base.parse().unwrap(), Duration::from_secs(30)).unwrap();
+        let error = client.instance().await.unwrap_err().to_string();
+        assert!(error.contains("nested more than 32 levels deep"), "{error}");
+    }
 }

@@ -78,10 +78,9 @@ struct ConfigFile {
 /// Far above any real config (a few KB).
 pub const MAX_CONFIG_FILE: u64 = 1 << 20;
 
-/// Deeper `[`/`{` nesting than any config needs (about 4 levels). Checked
-/// before parsing, because the YAML scanner's time grows with the square of
-/// the flow nesting depth.
-pub const MAX_FLOW_DEPTH: usize = 32;
+/// Deeper `[`/`{` nesting than any config needs, counting brackets inside
+/// strings and comments ([`cloud_access::yaml`]).
+pub const MAX_FLOW_DEPTH: usize = cloud_access::yaml::MAX_FLOW_DEPTH;
 
 /// The UTF-8 byte order mark some editors put first; neither file format
 /// gives it a meaning, so it is skipped.
@@ -93,10 +92,12 @@ pub enum ConfigError {
     Read { path: PathBuf, reason: String },
     #[error("cannot read {0}")]
     File(#[source] cloud_access::files::FileError),
-    #[error(
-        "{path}: nested more than {MAX_FLOW_DEPTH} levels deep with [ and {{ (line {line}, column {column}): a CredentialProviderConfig nests a few levels; check that this is the right file"
-    )]
-    TooDeep { path: PathBuf, line: usize, column: usize },
+    /// Refused before parsing: the YAML scanner's time grows with the depth.
+    #[error("{path}: {problem}: a CredentialProviderConfig nests a few levels; check that this is the right file")]
+    TooDeep {
+        path: PathBuf,
+        problem: cloud_access::yaml::NestingError,
+    },
     #[error("{path}: no *.json, *.yaml or *.yml files in this directory")]
     EmptyDirectory { path: PathBuf },
     #[error("{path}: {reason}")]
@@ -178,13 +179,10 @@ pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
         reason,
     };
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
-    if let Some((line, column)) = too_deep(text) {
-        return Err(ConfigError::TooDeep {
-            path: path.to_owned(),
-            line,
-            column,
-        });
-    }
+    cloud_access::yaml::check_nesting(text).map_err(|problem| ConfigError::TooDeep {
+        path: path.to_owned(),
+        problem,
+    })?;
     // Through YAML's own value first: it refuses duplicate keys, as kubelet does.
     let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|e| syntax(e.to_string()))?;
     let value = serde_json::to_value(yaml).map_err(|e| syntax(e.to_string()))?;
@@ -231,66 +229,6 @@ pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
     Ok(file.providers)
 }
 
-/// Where `[`/`{` nesting first exceeds [`MAX_FLOW_DEPTH`] (line and column,
-/// from 1), in one pass. Brackets in quoted scalars and comments are text;
-/// a quote opens a scalar only where a token starts, as in YAML (so the `'`
-/// of `it's` does not). Block nesting needs indentation, so it cannot grow
-/// deep in a bounded file, and is not counted.
-fn too_deep(text: &str) -> Option<(usize, usize)> {
-    let (mut line, mut column) = (1, 0);
-    let mut depth = 0usize;
-    let mut previous: Option<char> = None;
-    let mut chars = text.chars().peekable();
-    fn advance(c: char, line: &mut usize, column: &mut usize) {
-        if c == '\n' {
-            *line += 1;
-            *column = 0;
-        } else {
-            *column += 1;
-        }
-    }
-    while let Some(c) = chars.next() {
-        advance(c, &mut line, &mut column);
-        let token_start = previous.is_none_or(|p| p.is_whitespace() || matches!(p, '[' | '{' | ',' | ':'));
-        match c {
-            '#' if previous.is_none_or(char::is_whitespace) => while chars.next_if(|&n| n != '\n').is_some() {},
-            '"' if token_start => {
-                while let Some(n) = chars.next() {
-                    advance(n, &mut line, &mut column);
-                    match n {
-                        '\\' => {
-                            if let Some(escaped) = chars.next() {
-                                advance(escaped, &mut line, &mut column);
-                            }
-                        }
-                        '"' => break,
-                        _ => {}
-                    }
-                }
-            }
-            '\'' if token_start => {
-                while let Some(n) = chars.next() {
-                    advance(n, &mut line, &mut column);
-                    // '' is a quote inside the scalar.
-                    if n == '\'' && chars.next_if_eq(&'\'').is_none() {
-                        break;
-                    }
-                }
-            }
-            '[' | '{' => {
-                depth += 1;
-                if depth > MAX_FLOW_DEPTH {
-                    return Some((line, column));
-                }
-            }
-            ']' | '}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        previous = Some(c);
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,23 +242,43 @@ mod tests {
         let header = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\n";
         let deep = format!("{header}providers: {}{}\n", "[".repeat(40), "]".repeat(40));
         match decode_text(&deep).unwrap_err() {
-            ConfigError::TooDeep { line, column, .. } => assert_eq!((line, column), (3, 11 + MAX_FLOW_DEPTH + 1)),
+            ConfigError::TooDeep { problem, .. } => assert_eq!(
+                problem,
+                cloud_access::yaml::NestingError::TooDeep {
+                    line: 3,
+                    column: 11 + MAX_FLOW_DEPTH + 1
+                }
+            ),
             other => panic!("unexpected {other:?}"),
         }
-        // Up to the limit, and brackets in quotes or comments, are fine.
-        let nested = "[".repeat(MAX_FLOW_DEPTH);
-        assert_eq!(too_deep(&format!("{nested}{}", "]".repeat(MAX_FLOW_DEPTH))), None);
-        let texts = [
-            format!("a: \"{nested}[\\\"{nested}\"\n"),
-            format!("a: '{nested}''[{nested}'\n"),
-            format!("a: x # {nested}{nested}\n"),
-        ];
-        for text in texts {
-            assert_eq!(too_deep(&text), None, "{text}");
-        }
-        // The ' of a word opens no quote, nor is a # inside a word a comment.
-        assert!(too_deep(&format!("a: [it's, {nested}]\n")).is_some());
-        assert!(too_deep(&format!("a: x#{nested}[")).is_some());
+        // Brackets in quoted strings count too: a false refusal no real
+        // config comes near, and the message says so.
+        let quoted = format!("{header}providers: []\nx: \"{}\"\n", "[".repeat(40));
+        let error = decode_text(&quoted).unwrap_err().to_string();
+        assert!(
+            error.contains("brackets inside quoted strings and comments count too"),
+            "{error}"
+        );
+    }
+
+    /// Issue 9's re-test: a `"` inside a plain scalar is no quote, and the
+    /// brackets after it nest for real.
+    #[test]
+    fn a_quote_in_a_plain_scalar_does_not_hide_deep_nesting() {
+        let header = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\n";
+        let n = 100_000;
+        let deep = format!("{header}x: [a:\", {}{}, b\"]\n", "[".repeat(n), "]".repeat(n));
+        let error = decode_text(&deep).unwrap_err().to_string();
+        assert!(
+            error.starts_with("config.yaml: nested more than 32 levels deep") && error.contains("(line 3, column 41;"),
+            "{error}"
+        );
+        // A `]` in a string lowers the count without closing anything: the
+        // number of brackets is bounded too.
+        let step = format!("{}\"{}\", ", "[".repeat(20), "]".repeat(20));
+        let deep = format!("{header}x: {}a\n", step.repeat(1000));
+        let error = decode_text(&deep).unwrap_err().to_string();
+        assert!(error.contains("more than 512 [ and {"), "{error}");
     }
 
     #[test]
