@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use suite_program::duration;
 use suite_program::{LogArgs, LogEnv as _};
@@ -125,9 +126,9 @@ pub struct ServerArgs {
         value_parser = duration::positive
     )]
     pub drain_timeout: Duration,
-    /// HTTP/1.1 (both listeners): how long a client may take to send a request head,
-    /// counted from the connection's start and again after each answer, so also the
-    /// idle time allowed before and between requests.
+    /// How long a client may take to send a request head (both listeners), counted
+    /// from the connection's start and, HTTP/1.1, again after each answer: a connection
+    /// with no request begun by then (TLS handshake, HTTP/2 preface included) is closed.
     #[arg(
         long,
         value_name = "DURATION",
@@ -154,13 +155,14 @@ pub struct ServerArgs {
         value_parser = duration::positive
     )]
     pub body_read_timeout: Duration,
-    /// Most connections served at once on --listen; further ones wait in the kernel's
-    /// backlog until one closes.
+    /// Most connections served at once on --listen. At the bound, a new connection
+    /// takes the place of an idle one; it waits in the kernel's backlog only while
+    /// every one has a request open.
     #[arg(
         long,
         value_name = "COUNT",
         env = "PV_TOPOLOGY_WEBHOOK_MAX_CONNECTIONS",
-        default_value = "512"
+        default_value = "64"
     )]
     pub max_connections: std::num::NonZeroUsize,
 }
@@ -267,30 +269,35 @@ pub struct DecisionArgs {
         value_enum,
         value_name = "POLICY",
         env = "PV_TOPOLOGY_WEBHOOK_ON_LOOKUP_ERROR",
-        default_value_t = LookupErrorPolicy::Deny
+        default_value = "deny"
     )]
-    pub on_lookup_error: LookupErrorPolicy,
+    pub on_lookup_error: OnLookupError,
 }
 
 impl DecisionArgs {
     /// The decision settings these flags give.
     pub fn config(&self) -> DecisionConfig {
         DecisionConfig {
-            on_lookup_error: match self.on_lookup_error {
-                LookupErrorPolicy::Deny => OnLookupError::Deny,
-                LookupErrorPolicy::Allow => OnLookupError::Allow,
-            },
+            on_lookup_error: self.on_lookup_error,
         }
     }
 }
 
-/// `--on-lookup-error` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LookupErrorPolicy {
-    /// Refuse the PV with a message naming the volume and the cause.
-    Deny,
-    /// Admit the PV unchanged, with a warning.
-    Allow,
+/// `--on-lookup-error` values: the core's own type, named here so that the
+/// core knows nothing of the command line.
+impl ValueEnum for OnLookupError {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Self::Deny, Self::Allow]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            Self::Deny => {
+                PossibleValue::new("deny").help("Refuse the PV with a message naming the volume and the cause")
+            }
+            Self::Allow => PossibleValue::new("allow").help("Admit the PV unchanged, with a warning"),
+        })
+    }
 }
 
 #[cfg(test)]
