@@ -3,7 +3,7 @@
 //! and pasting the new caBundle.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine as _;
