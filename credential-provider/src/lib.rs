@@ -26,8 +26,9 @@ use secrecy::ExposeSecret;
 /// Longest error line written for kubelet's log, in characters.
 pub const MAX_ERROR_LINE: usize = 1500;
 
+/// Why an invocation failed: one line for kubelet's log.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum Error {
     #[error("{0}")]
     Request(#[from] RequestError),
     #[error("{0}")]
@@ -47,7 +48,7 @@ pub enum RunError {
 /// Runs one invocation (on the current thread: the skeleton's `main` starts
 /// logging and the runtime). Provider subcommands read the request from
 /// `stdin`; only a complete answer is written to `stdout`.
-pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, RunError> {
+pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Static(args) => {
             let backend = StaticBackend::new(args.docker_config, args.cache_duration);
@@ -109,18 +110,18 @@ pub async fn serve_request(
     backend: &impl CredentialBackend,
     mut stdin: impl Read,
     stdout: impl Write,
-) -> Result<ExitCode, RunError> {
+) -> Result<ExitCode, Error> {
     // A blocking read is right here: kubelet writes the whole request and
     // closes stdin, and nothing else runs until it is read.
     let mut input = Vec::new();
-    stdin.read_to_end(&mut input).map_err(RunError::Stdin)?;
+    stdin.read_to_end(&mut input).map_err(Error::Stdin)?;
     let answer = answer_request(backend, &input).await?;
     write_all(stdout, &answer)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// The decision itself: request bytes in, response bytes out.
-pub async fn answer_request(backend: &impl CredentialBackend, input: &[u8]) -> Result<Vec<u8>, RunError> {
+pub async fn answer_request(backend: &impl CredentialBackend, input: &[u8]) -> Result<Vec<u8>, Error> {
     let request = protocol::decode_request(input)?;
     tracing::debug!(
         image = %request.image,
@@ -134,7 +135,7 @@ pub async fn answer_request(backend: &impl CredentialBackend, input: &[u8]) -> R
             .iter()
             .map(|t| t.expose_secret())
             .collect();
-        RunError::Failed(cloud_access::logging::clean_text(
+        Error::Failed(cloud_access::logging::clean_text(
             &error.to_string(),
             &secrets,
             MAX_ERROR_LINE,
@@ -190,9 +191,9 @@ pub fn check_config(path: &Path) -> (String, bool) {
     }
 }
 
-fn write_all(mut stdout: impl Write, bytes: &[u8]) -> Result<(), RunError> {
+fn write_all(mut stdout: impl Write, bytes: &[u8]) -> Result<(), Error> {
     stdout
         .write_all(bytes)
         .and_then(|()| stdout.flush())
-        .map_err(RunError::Stdout)
+        .map_err(Error::Stdout)
 }
