@@ -408,6 +408,40 @@ fn a_web_identity_token_echoed_cut_short_is_redacted() {
     common::assert_no_piece_of(&token, &out.stderr);
 }
 
+/// Issue 9's re-test: the node's own IRSA token (from
+/// AWS_WEB_IDENTITY_TOKEN_FILE), not only the request's, is cut out of an
+/// STS error that echoes it.
+#[test]
+fn the_nodes_web_identity_token_echoed_by_sts_is_redacted() {
+    let sts = FakeAws::start(Behaviour::StsEchoesToken);
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    let token = service_account_token(3600);
+    std::fs::write(&token_file, &token).unwrap();
+    let mut env = no_static_credentials(&sts);
+    env.push(("AWS_ENDPOINT_URL_STS", sts.url()));
+    env.push(("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.display().to_string()));
+    env.push(("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/node-puller".to_owned()));
+    let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
+    common::assert_one_line_failure("node irsa sts echo", &out, "InvalidIdentityToken");
+    common::assert_no_piece_of(&token, &out.stderr);
+}
+
+/// The node's AWS session token, echoed in an API error, is cut out too.
+#[test]
+fn a_session_token_echoed_by_aws_is_redacted() {
+    let ecr = FakeAws::start(Behaviour::EchoesSessionToken);
+    let session_token = "FwoGZXIvYXdzEBYaDNodeSessionToken0123456789abcdef";
+    let mut env = node_env(&ecr.url());
+    env.push(("AWS_SESSION_TOKEN", session_token.to_owned()));
+    let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
+    common::assert_one_line_failure("session token echo", &out, "UnrecognizedClientException");
+    for start in 0..session_token.len() - 12 {
+        let piece = &session_token[start..start + 12];
+        assert!(!out.stderr.contains(piece), "{piece} leaked: {}", out.stderr);
+    }
+}
+
 #[test]
 fn web_identity_token_files_are_read_as_regular_files_only() {
     let ecr = FakeAws::start(Behaviour::ThrottleThenSucceed(0));

@@ -72,9 +72,14 @@ impl Program {
     /// Writes `message` to stderr as one line (control characters escaped,
     /// length bounded) after the program's prefix, and returns exit status 1.
     pub fn fail(&self, message: &str) -> ExitCode {
-        let line = cloud_access::logging::clean_text(message, &[], self.max_error_line);
-        eprintln!("{}{line}", self.error_prefix);
+        eprintln!("{}", self.error_line(message));
         ExitCode::FAILURE
+    }
+
+    /// The line [`Program::fail`] writes.
+    pub fn error_line(&self, message: &str) -> String {
+        let line = cloud_access::logging::clean_text(message, &[], self.max_error_line);
+        format!("{}{line}", self.error_prefix)
     }
 }
 
@@ -89,9 +94,42 @@ pub fn install_crypto_provider() {
 mod tests {
     use super::*;
 
+    const DEMO: Program = Program {
+        error_prefix: "demo: error: ",
+        max_error_line: 20,
+    };
+
+    fn log() -> LogArgs {
+        LogArgs {
+            log_level: "off".parse().unwrap(),
+            log_format: LogFormat::Text,
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Builder {
+        tokio::runtime::Builder::new_current_thread()
+    }
+
     #[test]
     fn outcomes_become_exit_codes() {
         assert_eq!(().exit_code(), ExitCode::SUCCESS);
         assert_eq!(ExitCode::from(3).exit_code(), ExitCode::from(3));
+        assert_eq!(
+            DEMO.main(&log(), runtime(), async { Ok::<_, String>(()) }),
+            ExitCode::SUCCESS
+        );
+        let code = DEMO.main(&log(), runtime(), async { Ok::<_, String>(ExitCode::from(4)) });
+        assert_eq!(code, ExitCode::from(4));
+        let code = DEMO.main(&log(), runtime(), async { Err::<(), _>("broken") });
+        assert_eq!(code, ExitCode::FAILURE);
+    }
+
+    #[test]
+    fn errors_are_one_bounded_line() {
+        assert_eq!(DEMO.error_line("bad\nforged line"), "demo: error: bad\\nforged line");
+        assert_eq!(
+            DEMO.error_line(&"x".repeat(50)),
+            format!("demo: error: {}…", "x".repeat(20))
+        );
     }
 }

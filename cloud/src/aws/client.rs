@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
+use secrecy::ExposeSecret;
 use url::Url;
 
 use super::credentials::{AwsCredentials, CredentialsError};
@@ -107,7 +108,13 @@ pub(crate) fn transport_error(
 ) -> AwsError {
     let timeout = error.is_timeout();
     let error = error.without_url();
-    let reason = crate::logging::error_chain(&error);
+    let mut reason = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        reason.push_str(": ");
+        reason.push_str(&cause.to_string());
+        source = cause.source();
+    }
     AwsError::Transport {
         service,
         action,
@@ -139,8 +146,15 @@ pub(crate) async fn read_answer(
 }
 
 /// An error from a query-protocol (XML) service: EC2's `Response/Errors/Error`
-/// or STS's `ErrorResponse/Error`.
-pub(crate) fn xml_error(service: &'static str, action: &'static str, status: u16, body: &str) -> AwsError {
+/// or STS's `ErrorResponse/Error`, with every piece of `secrets` (what the
+/// call sent: its token, its keys) cut out, as a server may echo them.
+pub(crate) fn xml_error(
+    service: &'static str,
+    action: &'static str,
+    status: u16,
+    body: &str,
+    secrets: &[&str],
+) -> AwsError {
     let document = roxmltree::Document::parse(body).ok();
     let field = |name: &str| {
         document.as_ref().and_then(|d| {
@@ -157,6 +171,7 @@ pub(crate) fn xml_error(service: &'static str, action: &'static str, status: u16
         status,
         &field("Code").unwrap_or_else(|| format!("HTTP{status}")),
         &field("Message").unwrap_or_default(),
+        secrets,
     )
 }
 
@@ -164,19 +179,35 @@ pub(crate) fn xml_error(service: &'static str, action: &'static str, status: u16
 const MAX_CODE: usize = 100;
 const MAX_MESSAGE: usize = 300;
 
-/// An API error whose remote text is made fit for one line of a log.
-fn api_error(service: &'static str, action: &'static str, status: u16, code: &str, message: &str) -> AwsError {
+/// An API error whose remote text is made fit for one line of a log, with
+/// every piece of `secrets` cut out.
+fn api_error(
+    service: &'static str,
+    action: &'static str,
+    status: u16,
+    code: &str,
+    message: &str,
+    secrets: &[&str],
+) -> AwsError {
     AwsError::Api {
         service,
         action,
         status,
-        code: crate::logging::clean_text(code, &[], MAX_CODE),
-        message: crate::logging::clean_text(message, &[], MAX_MESSAGE),
+        code: crate::logging::clean_text(code, secrets, MAX_CODE),
+        message: crate::logging::clean_text(message, secrets, MAX_MESSAGE),
     }
 }
 
-/// An error from a JSON-protocol service (`__type` or `x-amzn-ErrorType`).
-fn json_error(service: &'static str, action: &'static str, status: u16, header: Option<&str>, body: &[u8]) -> AwsError {
+/// An error from a JSON-protocol service (`__type` or `x-amzn-ErrorType`),
+/// with every piece of `secrets` cut out.
+fn json_error(
+    service: &'static str,
+    action: &'static str,
+    status: u16,
+    header: Option<&str>,
+    body: &[u8],
+    secrets: &[&str],
+) -> AwsError {
     let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let raw = header
         .map(str::to_owned)
@@ -188,7 +219,7 @@ fn json_error(service: &'static str, action: &'static str, status: u16, header: 
         .iter()
         .find_map(|k| value.get(*k).and_then(|m| m.as_str()))
         .unwrap_or_default();
-    api_error(service, action, status, code, message)
+    api_error(service, action, status, code, message, secrets)
 }
 
 /// Signed calls in one region.
@@ -381,9 +412,27 @@ impl AwsClient {
         if (200..300).contains(&status) {
             return Ok(answer);
         }
+        // The signing key never travels, but a server may echo the session
+        // token (or a confused one the key): neither is shown.
+        let secrets: Vec<&str> = std::iter::once(credentials.secret_access_key.expose_secret())
+            .chain(credentials.session_token.as_ref().map(|t| t.expose_secret()))
+            .collect();
         Err(match protocol {
-            Protocol::Json { .. } => json_error(service.signing_name, action, status, error_type.as_deref(), &answer),
-            Protocol::Query => xml_error(service.signing_name, action, status, &String::from_utf8_lossy(&answer)),
+            Protocol::Json { .. } => json_error(
+                service.signing_name,
+                action,
+                status,
+                error_type.as_deref(),
+                &answer,
+                &secrets,
+            ),
+            Protocol::Query => xml_error(
+                service.signing_name,
+                action,
+                status,
+                &String::from_utf8_lossy(&answer),
+                &secrets,
+            ),
         })
     }
 
@@ -472,13 +521,13 @@ mod tests {
     #[test]
     fn error_codes_from_both_protocols() {
         let xml = r#"<Response><Errors><Error><Code>InvalidVolume.NotFound</Code><Message>The volume 'vol-1' does not exist.</Message></Error></Errors><RequestID>x</RequestID></Response>"#;
-        let error = xml_error("ec2", "DescribeVolumes", 400, xml);
+        let error = xml_error("ec2", "DescribeVolumes", 400, xml, &[]);
         assert_eq!(error.code(), Some("InvalidVolume.NotFound"));
         assert!(error.to_string().contains("The volume 'vol-1' does not exist."));
         assert!(!error.retryable());
 
         let json = br#"{"__type":"com.amazonaws.ecr#ThrottlingException","message":"Rate exceeded"}"#;
-        let error = json_error("ecr", "GetAuthorizationToken", 400, None, json);
+        let error = json_error("ecr", "GetAuthorizationToken", 400, None, json, &[]);
         assert_eq!(error.code(), Some("ThrottlingException"));
         assert!(error.retryable());
         let error = json_error(
@@ -487,8 +536,9 @@ mod tests {
             400,
             Some("AccessDeniedException:http://internal"),
             b"{}",
+            &[],
         );
         assert_eq!(error.code(), Some("AccessDeniedException"));
-        assert!(json_error("ecr", "X", 503, None, b"").retryable());
+        assert!(json_error("ecr", "X", 503, None, b"", &[]).retryable());
     }
 }

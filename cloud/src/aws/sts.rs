@@ -44,7 +44,9 @@ pub async fn assume_role_with_web_identity(
     let body = client::read_answer(super::endpoints::STS, ACTION, endpoint, response).await?;
     let body = String::from_utf8_lossy(&body);
     if !(200..300).contains(&status) {
-        return Err(client::xml_error("sts", ACTION, status, &body));
+        // STS may echo the token it refuses: whoever holds it (the request
+        // or the node's AWS_WEB_IDENTITY_TOKEN_FILE), it is cut out here.
+        return Err(client::xml_error("sts", ACTION, status, &body, &[token]));
     }
     parse_credentials(&body).ok_or_else(|| AwsError::Garbage {
         service: "sts",

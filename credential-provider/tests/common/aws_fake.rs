@@ -27,6 +27,8 @@ pub enum Behaviour {
     Hostile,
     /// STS refuses the web identity token, echoing it cut short in the message.
     StsEchoesToken,
+    /// ECR refuses the call, echoing its session token (`X-Amz-Security-Token`).
+    EchoesSessionToken,
 }
 
 #[derive(Clone)]
@@ -102,6 +104,10 @@ async fn handle(State(state): State<FakeState>, headers: HeaderMap, body: String
         );
         return (StatusCode::BAD_REQUEST, xml).into_response();
     }
+    if state.behaviour == Behaviour::EchoesSessionToken {
+        let message = format!("The security token {} is invalid", header("x-amz-security-token"));
+        return error(StatusCode::FORBIDDEN, "UnrecognizedClientException", &message);
+    }
     if !authorization.starts_with("AWS4-HMAC-SHA256 Credential=") {
         return error(
             StatusCode::FORBIDDEN,
@@ -149,7 +155,7 @@ async fn handle(State(state): State<FakeState>, headers: HeaderMap, body: String
             "AccessDenied\nE1130 forged \u{1b}[31m",
             &format!("denied\n{}", "y".repeat(1 << 20)),
         ),
-        Behaviour::StsEchoesToken => unreachable!("answered above"),
+        Behaviour::StsEchoesToken | Behaviour::EchoesSessionToken => unreachable!("answered above"),
         Behaviour::ExpiredCredentials => error(
             StatusCode::BAD_REQUEST,
             "ExpiredTokenException",
