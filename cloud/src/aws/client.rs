@@ -108,13 +108,7 @@ pub(crate) fn transport_error(
 ) -> AwsError {
     let timeout = error.is_timeout();
     let error = error.without_url();
-    let mut reason = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        reason.push_str(": ");
-        reason.push_str(&cause.to_string());
-        source = cause.source();
-    }
+    let reason = crate::logging::error_chain(&error);
     AwsError::Transport {
         service,
         action,
