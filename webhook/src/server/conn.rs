@@ -1,7 +1,7 @@
 //! One connection's life: the TLS handshake, HTTP/1 or HTTP/2 as ALPN chose, closing
-//! when idle, and draining when the server stops; and the accept loop's slots.
+//! when it asks nothing in time, when idle or when another needs its place, and
+//! draining when the server stops.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,50 +11,22 @@ use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::Limits;
+use super::slots::Slot;
 use crate::metrics::Metrics;
-
-/// A client has this long to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The read buffer of an HTTP/1 connection, so also the largest request head (431
 /// beyond). The apiserver's heads are well under 1 KiB; hyper's default is 400 KiB.
 const H1_MAX_BUF: usize = 16 * 1024;
 /// The largest HTTP/2 header list, as for HTTP/1.
 const H2_MAX_HEADER_LIST: u32 = 16 * 1024;
-/// HTTP/2 flow-control windows: how much a client may send ahead of the handler
-/// reading it, per stream and per connection (hyper's default is 1 MiB each). Reviews
-/// of PVs are a few KiB; a 4 MiB one needs a few window updates.
-const H2_STREAM_WINDOW: u32 = 64 * 1024;
-const H2_CONNECTION_WINDOW: u32 = 256 * 1024;
 /// How long a closing connection with nothing open may wait for the client to see the
 /// GOAWAY (Go's `goAwayTimeout`).
 const GOAWAY_GRACE: Duration = Duration::from_secs(1);
-
-/// Waits for a free slot, then accepts: past the bound, connections wait in the kernel's
-/// backlog rather than costing memory here.
-pub(super) async fn accept(
-    listener: &TcpListener,
-    slots: &Arc<Semaphore>,
-) -> (OwnedSemaphorePermit, TcpStream, SocketAddr) {
-    loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            // Never closed; if it were, accept nothing more.
-            return std::future::pending().await;
-        };
-        match listener.accept().await {
-            Ok((tcp, peer)) => return (slot, tcp, peer),
-            Err(error) => {
-                // Out of file descriptors and the like: back off, don't spin.
-                tracing::warn!("accept failed: {error}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
 
 pub(super) fn http1_builder(limits: &Limits) -> http1::Builder {
     let mut builder = http1::Builder::new();
@@ -70,8 +42,8 @@ pub(super) fn http2_builder(limits: &Limits) -> http2::Builder<TokioExecutor> {
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.max_concurrent_streams)
-        .initial_stream_window_size(H2_STREAM_WINDOW)
-        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .initial_stream_window_size(limits.h2_stream_window)
+        .initial_connection_window_size(limits.h2_connection_window)
         .max_header_list_size(H2_MAX_HEADER_LIST)
         .keep_alive_interval(limits.keep_alive_interval)
         .keep_alive_timeout(limits.keep_alive_timeout);
@@ -86,6 +58,9 @@ pub(super) struct Listener {
     pub(super) router: Router,
     pub(super) http1: http1::Builder,
     pub(super) http2: http2::Builder<TokioExecutor>,
+    /// From the connection's start: the TLS handshake done and a request begun, or the
+    /// connection is closed (HTTP/1's head timeout, for HTTP/2 too).
+    pub(super) first_request_timeout: Duration,
     pub(super) idle_timeout: Duration,
     pub(super) drain_timeout: Duration,
     /// Turns true when the server stops: connections finish what is open and close.
@@ -94,22 +69,30 @@ pub(super) struct Listener {
 
 impl Listener {
     /// Serves one connection, holding its slot until it closes.
-    pub(super) async fn serve(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, _slot: OwnedSemaphorePermit) {
+    pub(super) async fn serve(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, slot: Slot) {
+        let first_request_by = Instant::now() + self.first_request_timeout;
         // Small requests and answers: don't let Nagle hold them back.
         let _ = tcp.set_nodelay(true);
         let ended = match &self.tls {
-            None => self.serve_http(TokioIo::new(tcp), false).await,
+            None => self.serve_http(TokioIo::new(tcp), false, slot, first_request_by).await,
             Some((acceptor, metrics)) => {
-                let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(error)) => {
-                        metrics.handshake_error();
-                        tracing::debug!(%peer, "TLS handshake failed: {error}");
-                        return;
-                    }
-                    Err(_) => {
-                        metrics.handshake_error();
-                        tracing::debug!(%peer, "TLS handshake timed out");
+                let handshake = tokio::time::timeout_at(first_request_by, acceptor.accept(tcp));
+                let tls = tokio::select! {
+                    done = handshake => match done {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(error)) => {
+                            metrics.handshake_error();
+                            tracing::debug!(%peer, "TLS handshake failed: {error}");
+                            return;
+                        }
+                        Err(_) => {
+                            metrics.handshake_error();
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    },
+                    () = slot.evicted() => {
+                        tracing::debug!(%peer, "closed during the TLS handshake: its place was needed");
                         return;
                     }
                 };
@@ -117,7 +100,7 @@ impl Listener {
                 // from the first moment (sniffing for the HTTP/2 preface would wait
                 // without one); no ALPN is HTTP/1.1.
                 let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                self.serve_http(TokioIo::new(tls), http2).await
+                self.serve_http(TokioIo::new(tls), http2, slot, first_request_by).await
             }
         };
         if let Err(error) = ended {
@@ -125,15 +108,14 @@ impl Listener {
         }
     }
 
-    async fn serve_http<I>(&self, io: I, http2: bool) -> Result<(), hyper::Error>
+    async fn serve_http<I>(&self, io: I, http2: bool, slot: Slot, first_request_by: Instant) -> Result<(), hyper::Error>
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
-        let open = OpenRequests::new();
-        let requests = open.clone();
+        let requests = slot.clone();
         let router = TowerToHyperService::new(self.router.clone());
         let service = hyper::service::service_fn(move |request| {
-            let open = requests.clone().start();
+            let open = requests.start();
             let call = hyper::service::Service::call(&router, request);
             async move {
                 let answered = call.await;
@@ -141,84 +123,71 @@ impl Listener {
                 answered
             }
         });
-        let stopping = self.stopping.clone();
+        let life = Life {
+            slot,
+            first_request_by,
+            idle_timeout: self.idle_timeout,
+            stopping: self.stopping.clone(),
+            drain_timeout: self.drain_timeout,
+        };
         if http2 {
-            let connection = self.http2.serve_connection(io, service);
-            until_idle_or_stopped(connection, open, self.idle_timeout, stopping, self.drain_timeout).await
+            life.run(self.http2.serve_connection(io, service)).await
         } else {
-            let connection = self.http1.serve_connection(io, service);
-            until_idle_or_stopped(connection, open, self.idle_timeout, stopping, self.drain_timeout).await
+            life.run(self.http1.serve_connection(io, service)).await
         }
     }
 }
 
-/// Counts a connection's open requests.
-#[derive(Debug, Clone)]
-struct OpenRequests(Arc<watch::Sender<usize>>);
+/// What ends a connection besides the client.
+struct Life {
+    slot: Slot,
+    first_request_by: Instant,
+    idle_timeout: Duration,
+    stopping: watch::Receiver<bool>,
+    drain_timeout: Duration,
+}
 
-/// One open request; closes when dropped.
-struct OpenRequest(Arc<watch::Sender<usize>>);
-
-impl OpenRequests {
-    fn new() -> Self {
-        Self(Arc::new(watch::channel(0).0))
-    }
-
-    fn start(self) -> OpenRequest {
-        self.0.send_modify(|n| *n += 1);
-        OpenRequest(self.0)
-    }
-
-    /// Completes once no request has been open for `period`.
-    fn idle_for(&self, period: Duration) -> impl Future<Output = ()> + Send + 'static {
-        let mut count = self.0.subscribe();
-        async move {
-            loop {
-                if count.wait_for(|open| *open == 0).await.is_err() {
-                    return std::future::pending().await;
-                }
-                match tokio::time::timeout(period, count.changed()).await {
-                    Err(_) => return,
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => return std::future::pending().await,
+impl Life {
+    /// Drives `connection` until it ends, goes idle, asks nothing by the first-request
+    /// deadline, is evicted, or the server stops. A connection that never asked anything
+    /// is dropped at once; otherwise its open requests may finish (HTTP/2: GOAWAY) for
+    /// at most `drain_timeout`.
+    async fn run<C>(self, connection: C) -> Result<(), C::Error>
+    where
+        C: GracefulConnection,
+    {
+        let Self {
+            slot,
+            first_request_by,
+            idle_timeout,
+            mut stopping,
+            drain_timeout,
+        } = self;
+        tokio::pin!(connection);
+        tokio::select! {
+            ended = connection.as_mut() => return ended,
+            () = slot.no_request_by(first_request_by) => {
+                tracing::debug!("closing a connection that asked nothing in time");
+                return Ok(());
+            }
+            () = slot.evicted() => {
+                tracing::debug!("closing an idle connection: its place was needed");
+                if !slot.requested() {
+                    return Ok(());
                 }
             }
+            () = slot.idle_for(idle_timeout) => tracing::debug!("closing an idle connection"),
+            _ = stopping.wait_for(|stop| *stop) => {}
         }
+        connection.as_mut().graceful_shutdown();
+        // HTTP/2's graceful close waits for the answer to a PING; a client that never
+        // answers is given a second with nothing open, as Go's server does.
+        let closed = async {
+            tokio::select! {
+                ended = connection => ended,
+                () = slot.idle_for(GOAWAY_GRACE) => Ok(()),
+            }
+        };
+        tokio::time::timeout(drain_timeout, closed).await.unwrap_or(Ok(()))
     }
-}
-
-impl Drop for OpenRequest {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
-/// Drives `connection` until it ends, goes idle, or the server stops; then lets its open
-/// requests finish (HTTP/2: GOAWAY) for at most `drain_timeout` and drops it.
-async fn until_idle_or_stopped<C>(
-    connection: C,
-    open: OpenRequests,
-    idle_timeout: Duration,
-    mut stopping: watch::Receiver<bool>,
-    drain_timeout: Duration,
-) -> Result<(), C::Error>
-where
-    C: GracefulConnection,
-{
-    tokio::pin!(connection);
-    tokio::select! {
-        ended = connection.as_mut() => return ended,
-        () = open.idle_for(idle_timeout) => tracing::debug!("closing an idle connection"),
-        _ = stopping.wait_for(|stop| *stop) => {}
-    }
-    connection.as_mut().graceful_shutdown();
-    // HTTP/2's graceful close waits for the answer to a PING; a client that never
-    // answers is given a second with nothing open, as Go's server does.
-    let closed = async {
-        tokio::select! {
-            ended = connection => ended,
-            () = open.idle_for(GOAWAY_GRACE) => Ok(()),
-        }
-    };
-    tokio::time::timeout(drain_timeout, closed).await.unwrap_or(Ok(()))
 }

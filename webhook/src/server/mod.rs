@@ -5,14 +5,16 @@
 //! and the shutdown sequence (not-ready, keep serving for a delay, stop accepting, drain
 //! with a deadline).
 //!
-//! What a client can hold is bounded ([`Limits`]): connections per listener, time
-//! (handshake, request head, body, idle), HTTP/2 streams and flow-control windows, and
-//! the bytes of request bodies buffered at once across all connections.
+//! What a client can hold is bounded ([`Limits`]): connections per listener (at the
+//! bound, an idle one gives way: `slots`), time (first request, request head, body,
+//! idle), HTTP/2 streams and flow-control windows, and the bytes of request bodies
+//! buffered at once across all connections; [`Limits::worst_case_bytes`] adds them up.
 
 mod body;
 mod conn;
 mod listen;
 pub mod routes;
+mod slots;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,14 +24,15 @@ use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use self::conn::{Listener, accept, http1_builder, http2_builder};
+use self::conn::{Listener, http1_builder, http2_builder};
 pub use self::listen::Signals;
 use self::listen::listen;
 pub use self::routes::{AppState, Health, admin_router, router, router_with_limits};
+use self::slots::Slots;
 use crate::review::MAX_REVIEW_BYTES;
 use crate::tls::{CertReloader, TlsError, TlsFiles, server_config};
 
@@ -63,25 +66,33 @@ pub struct ServeConfig {
     pub limits: Limits,
 }
 
-/// What clients may hold of the server. The defaults keep the webhook within its
-/// 128 MiB pod limit under the attacks of `bench/webhook-attacks.py` (figures in
-/// docs/benchmarks.md).
+/// What clients may hold of the server. The defaults keep the webhook well within its
+/// 128 MiB pod limit whatever the clients do: [`Limits::worst_case_bytes`] adds up what
+/// they allow, and `bench/webhook-attacks.py` measures it (docs/benchmarks.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// HTTP/1: time to send a request head, counted from the TLS handshake (so before
-    /// the first byte too) and again after each answer (so it is also the keep-alive
-    /// idle time). Both listeners.
+    /// HTTP/1: time to send a request head, counted from the connection's start and
+    /// again after each answer (so it is also the keep-alive idle time). Both
+    /// listeners and both protocols: a connection must finish its TLS handshake and
+    /// begin a request within this time of its start, or it is closed.
     pub header_read_timeout: Duration,
     /// A connection with no request open for this long is closed (HTTP/2: GOAWAY).
     pub idle_timeout: Duration,
     /// Time to receive a whole request body, from the handler's start; 408 after.
     pub body_read_timeout: Duration,
-    /// Connections served at once on `--listen`; more wait in the kernel's backlog.
+    /// Connections served at once on `--listen`. At the bound, a new connection takes
+    /// the place of an idle one (no request open); it waits only while every one has a
+    /// request open.
     pub max_connections: usize,
-    /// Connections served at once on `--metrics-listen`.
+    /// Connections served at once on `--metrics-listen`, likewise.
     pub max_admin_connections: usize,
     /// HTTP/2 streams open at once on one connection.
     pub max_concurrent_streams: u32,
+    /// HTTP/2 flow-control windows: how much a client may send ahead of the handler
+    /// reading it, per stream and per connection (hyper's default is 1 MiB each).
+    /// Reviews of PVs are a few KiB; a 4 MiB one needs a few dozen window updates.
+    pub h2_stream_window: u32,
+    pub h2_connection_window: u32,
     /// Request-body bytes buffered at once across all connections; a request whose
     /// body would go over it gets 503.
     pub max_buffered_body_bytes: usize,
@@ -91,15 +102,42 @@ pub struct Limits {
     pub keep_alive_timeout: Duration,
 }
 
+/// What one connection on `--listen` may hold besides the data in its HTTP/2
+/// connection window, every buffer full: rustls's record and plaintext buffers, the
+/// HTTP/1 read buffer or the HTTP/2 frame buffers and header tables, 32 streams with
+/// their tasks, and the allocator's slack around them. Measured with 32 streams each
+/// sending as fast as the windows allow: 0.6 MiB per connection with a 256 KiB window,
+/// 0.4 MiB with 128 KiB (docs/benchmarks.md); rounded up.
+pub const CONNECTION_OVERHEAD_BYTES: u64 = 320 * 1024;
+/// What one admin connection may hold: a 16 KiB request head and a `/metrics` answer.
+pub const ADMIN_CONNECTION_BYTES: u64 = 64 * 1024;
+
+impl Limits {
+    /// The most memory that clients can make the server hold at once under these
+    /// limits, beyond its idle baseline: every connection on both listeners with its
+    /// buffers and HTTP/2 window full, and the budget of bodies buffered, twice (a
+    /// body being parsed costs about its size again, docs/webhook.md).
+    pub fn worst_case_bytes(&self) -> u64 {
+        let connection = u64::from(self.h2_connection_window) + CONNECTION_OVERHEAD_BYTES;
+        self.max_connections as u64 * connection
+            + self.max_admin_connections as u64 * ADMIN_CONNECTION_BYTES
+            + 2 * self.max_buffered_body_bytes as u64
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             body_read_timeout: Duration::from_secs(10),
-            max_connections: 512,
-            max_admin_connections: 64,
+            // The apiserver uses a few HTTP/2 connections per endpoint; idle ones give
+            // way at the bound, so this counts connections with requests open.
+            max_connections: 64,
+            max_admin_connections: 16,
             max_concurrent_streams: 32,
+            h2_stream_window: 64 * 1024,
+            h2_connection_window: 128 * 1024,
             // Four reviews of the largest size: a burst of large PVs is still served,
             // and with their parsing they stay well within the pod limit.
             max_buffered_body_bytes: 4 * MAX_REVIEW_BYTES,
@@ -168,6 +206,7 @@ impl Server {
             router: router_with_limits(state.clone(), limits),
             http1: http1_builder(limits),
             http2: http2_builder(limits),
+            first_request_timeout: limits.header_read_timeout,
             idle_timeout: limits.idle_timeout,
             drain_timeout: config.drain_timeout,
             stopping: stopping.clone(),
@@ -177,12 +216,13 @@ impl Server {
             router: admin_router(state),
             http1: http1_builder(limits),
             http2: http2_builder(limits),
+            first_request_timeout: limits.header_read_timeout,
             idle_timeout: limits.idle_timeout,
             drain_timeout: config.drain_timeout,
             stopping,
         });
-        let https_slots = Arc::new(Semaphore::new(limits.max_connections.min(Semaphore::MAX_PERMITS)));
-        let admin_slots = Arc::new(Semaphore::new(limits.max_admin_connections.min(Semaphore::MAX_PERMITS)));
+        let https_slots = Slots::new(limits.max_connections);
+        let admin_slots = Slots::new(limits.max_admin_connections);
         let mut connections = JoinSet::new();
 
         health.set_serving();
@@ -199,14 +239,20 @@ impl Server {
             tokio::time::sleep(delay).await;
         };
         tokio::pin!(stop_accepting);
+        // Kept across the loop's turns: an accepted connection waiting for a place must
+        // not be dropped when another branch completes.
+        let mut https_next = Box::pin(https_slots.accept(&listener));
+        let mut admin_next = Box::pin(admin_slots.accept(&metrics_listener));
         loop {
             tokio::select! {
                 () = &mut stop_accepting => break,
-                (slot, tcp, peer) = accept(&listener, &https_slots) => {
+                (slot, tcp, peer) = &mut https_next => {
                     connections.spawn(https.clone().serve(tcp, peer, slot));
+                    https_next = Box::pin(https_slots.accept(&listener));
                 }
-                (slot, tcp, peer) = accept(&metrics_listener, &admin_slots) => {
+                (slot, tcp, peer) = &mut admin_next => {
                     connections.spawn(admin.clone().serve(tcp, peer, slot));
+                    admin_next = Box::pin(admin_slots.accept(&metrics_listener));
                 }
                 Some(ended) = connections.join_next(), if !connections.is_empty() => {
                     if let Err(error) = ended {
@@ -215,6 +261,7 @@ impl Server {
                 }
             }
         }
+        drop((https_next, admin_next));
         drop(listener);
         drop(metrics_listener);
 

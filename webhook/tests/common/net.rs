@@ -1,6 +1,7 @@
 //! Test-side TLS: a CA that issues certificates (rcgen), a client that speaks HTTP/1.1
 //! or HTTP/2 over rustls and reports what was negotiated, an in-process server, and a
-//! bare plain-HTTP GET for the admin endpoints.
+//! bare plain-HTTP GET for the admin endpoints; raw TLS connections and HTTP/2 frames for
+//! clients that misbehave.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -19,9 +20,10 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore, SupportedProtocolVersion};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 pub fn install_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -368,5 +370,126 @@ where
     while !check().await {
         assert!(std::time::Instant::now() < deadline, "timed out waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A server's certificate from a fresh CA, and test settings serving it.
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    pub ca: TestCa,
+    pub config: ServeConfig,
+}
+
+pub fn fixture_config() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let config = test_config(write_pair(dir.path(), &ca.server()));
+    Fixture { _dir: dir, ca, config }
+}
+
+pub fn alpn_client(ca_pem: &str, alpn: &[u8]) -> Arc<ClientConfig> {
+    client_config(ca_pem, &[&rustls::version::TLS13], &[alpn], None)
+}
+
+/// A TLS connection with the handshake done and nothing sent.
+pub async fn tls(addr: SocketAddr, config: Arc<ClientConfig>) -> TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+/// Reads until the server closes the connection (EOF or reset), for at most `within`;
+/// returns what was read, or `None` when the connection is still open.
+pub async fn closed_within(stream: &mut (impl AsyncRead + Unpin), within: Duration) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(within, read).await.ok()?;
+    Some(out)
+}
+
+/// Raw HTTP/2 frames, for what a well-behaved client library will not do.
+pub mod raw_h2 {
+    use tokio::io::{AsyncRead, AsyncReadExt as _};
+
+    pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    pub const HEADERS: u8 = 0x1;
+    pub const SETTINGS: u8 = 0x4;
+    pub const PING: u8 = 0x6;
+    pub const GOAWAY: u8 = 0x7;
+    pub const WINDOW_UPDATE: u8 = 0x8;
+    pub const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
+    pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
+
+    pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len() as u32;
+        let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// The client preface and an empty SETTINGS frame.
+    pub fn hello() -> Vec<u8> {
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(SETTINGS, 0, 0, &[]));
+        out
+    }
+
+    /// A HEADERS frame (END_HEADERS, not END_STREAM) opening a POST of `content_length`
+    /// bytes, HPACK literals without Huffman coding.
+    pub fn post_headers(stream: u32, content_length: usize) -> Vec<u8> {
+        let mut block = Vec::new();
+        for (name, value) in [
+            (":method", "POST".to_owned()),
+            (":scheme", "https".to_owned()),
+            (":path", "/mutate".to_owned()),
+            (":authority", "localhost".to_owned()),
+            ("content-type", "application/json".to_owned()),
+            ("content-length", content_length.to_string()),
+        ] {
+            block.push(0x00);
+            block.push(name.len() as u8);
+            block.extend_from_slice(name.as_bytes());
+            block.push(value.len() as u8);
+            block.extend_from_slice(value.as_bytes());
+        }
+        frame(HEADERS, 0x4, stream, &block)
+    }
+
+    /// The next frame: type, flags, stream and payload; `None` at EOF.
+    pub async fn read_frame(stream: &mut (impl AsyncRead + Unpin)) -> Option<(u8, u8, u32, Vec<u8>)> {
+        let mut head = [0u8; 9];
+        stream.read_exact(&mut head).await.ok()?;
+        let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
+        let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let mut payload = vec![0u8; len];
+        stream.read_exact(&mut payload).await.ok()?;
+        Some((head[3], head[4], id, payload))
+    }
+
+    /// The types of the frames read until EOF.
+    pub async fn frame_kinds(stream: &mut (impl AsyncRead + Unpin)) -> Vec<u8> {
+        let mut kinds = Vec::new();
+        while let Some((kind, _, _, _)) = read_frame(stream).await {
+            kinds.push(kind);
+        }
+        kinds
+    }
+
+    /// The value of `id` in a SETTINGS payload.
+    pub fn setting(payload: &[u8], id: u16) -> Option<u32> {
+        payload.chunks_exact(6).find_map(|p| {
+            (u16::from_be_bytes([p[0], p[1]]) == id).then(|| u32::from_be_bytes([p[2], p[3], p[4], p[5]]))
+        })
     }
 }
