@@ -1,6 +1,7 @@
+//! `cloud-credential-provider`: see the library crate for what it does.
+
 use std::process::ExitCode;
 
-use clap::Parser;
 use credential_provider::cli::Cli;
 use suite_program::Program;
 
@@ -11,8 +12,8 @@ const PROGRAM: Program = Program {
 };
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let (cli, log) = match suite_program::parse::<Cli>() {
+        Ok(parsed) => parsed,
         // --help and --version succeed; a usage error is a failure like any
         // other, on one line for kubelet's log.
         Err(error) if !error.use_stderr() => {
@@ -21,7 +22,6 @@ fn main() -> ExitCode {
         }
         Err(error) => return PROGRAM.fail(&credential_provider::cli::usage_error_line(&error)),
     };
-    let log = cli.log.clone();
     // One request at a time: a current-thread runtime starts fastest.
     let run = credential_provider::run(cli, std::io::stdin().lock(), std::io::stdout().lock());
     PROGRAM.main(&log, tokio::runtime::Builder::new_current_thread(), run)

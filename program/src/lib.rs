@@ -1,9 +1,10 @@
-//! The one skeleton of the suite's programs. Each `main` parses its command
-//! line (which flattens [`LogArgs`]), then hands its `run` future to
-//! [`Program::main`]: the TLS crypto provider is installed, logging starts,
-//! the runtime starts, and an error reaches stderr as one line with exit
-//! status 1. Usage errors stay clap's (exit status 2) unless a program says
-//! otherwise, as the credential provider does for kubelet's log.
+//! The one skeleton of the suite's programs. Each `main` is one call to
+//! [`Program::run`] with the program's runtime and its library's `run`: the
+//! command line (which flattens [`LogArgs`]) is parsed, the TLS crypto
+//! provider is installed, logging starts, the runtime starts, and an error
+//! reaches stderr as one line with exit status 1. Usage errors stay clap's
+//! (exit status 2) unless a program says otherwise, as the credential
+//! provider does for kubelet's log ([`parse`], then [`Program::main`]).
 //!
 //! Flags become the library's types here and in each program's `cli.rs`:
 //! `cloud-access` knows nothing of clap.
@@ -14,6 +15,8 @@ mod logging;
 use std::fmt::Display;
 use std::future::Future;
 use std::process::ExitCode;
+
+use clap::{FromArgMatches as _, Parser};
 
 pub use logging::{LogArgs, LogEnv, LogFormat, LogLevel, LogLevelError, init_logging};
 
@@ -46,6 +49,25 @@ impl Outcome for () {
 impl Program {
     /// A bound on error lines long enough for any of the suite's messages.
     pub const MAX_ERROR_LINE: usize = 4096;
+
+    /// A program whose error lines start with `error_prefix`.
+    pub const fn new(error_prefix: &'static str) -> Self {
+        Program {
+            error_prefix,
+            max_error_line: Self::MAX_ERROR_LINE,
+        }
+    }
+
+    /// The whole of a `main`: parses the command line `C` (clap's usage
+    /// errors, exit status 2), then [`Program::main`] with `run(cli)`.
+    pub fn run<C: Parser, T: Outcome, E: Display, F: Future<Output = Result<T, E>>>(
+        &self,
+        runtime: tokio::runtime::Builder,
+        run: impl FnOnce(C) -> F,
+    ) -> ExitCode {
+        let (cli, log) = parse::<C>().unwrap_or_else(|error| error.exit());
+        self.main(&log, runtime, run(cli))
+    }
 
     /// Runs `run` to its end on a runtime made from `runtime` (current-thread
     /// or multi-threaded, as the program chooses), after installing the
@@ -81,6 +103,18 @@ impl Program {
         let line = cloud_access::logging::clean_text(message, &[], self.max_error_line);
         format!("{}{line}", self.error_prefix)
     }
+}
+
+/// Parses the command line `C`, which flattens [`LogArgs`], and the log
+/// flags in it. `--help` and `--version` are errors here, as in clap.
+pub fn parse<C: Parser>() -> Result<(C, LogArgs), clap::Error> {
+    parse_from(std::env::args_os())
+}
+
+fn parse_from<C: Parser>(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<(C, LogArgs), clap::Error> {
+    let mut matches = C::command().try_get_matches_from(args)?;
+    let parsed = LogArgs::from_arg_matches(&matches).and_then(|log| Ok((C::from_arg_matches_mut(&mut matches)?, log)));
+    parsed.map_err(|error| error.format(&mut C::command()))
 }
 
 /// Installs rustls's crypto provider for the process, before anything can
@@ -122,6 +156,26 @@ mod tests {
         assert_eq!(code, ExitCode::from(4));
         let code = DEMO.main(&log(), runtime(), async { Err::<(), _>("broken") });
         assert_eq!(code, ExitCode::FAILURE);
+    }
+
+    #[derive(Debug, Parser)]
+    #[command(name = "demo")]
+    struct Cli {
+        #[command(flatten)]
+        log: LogArgs,
+        #[arg(long)]
+        name: Option<String>,
+    }
+
+    #[test]
+    fn the_log_flags_come_with_the_command_line() {
+        let args = ["demo", "--name", "x", "--log-level", "info", "--log-format", "json"].map(Into::into);
+        let (cli, log) = parse_from::<Cli>(args).unwrap();
+        assert_eq!(cli.name.as_deref(), Some("x"));
+        assert_eq!(log.log_format, LogFormat::Json);
+        assert_eq!(cli.log.log_format, LogFormat::Json);
+        let args = ["demo", "--log-level", "loud"].map(Into::into);
+        assert!(parse_from::<Cli>(args).is_err());
     }
 
     #[test]

@@ -2,22 +2,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use pv_topology_webhook::cli::Cli;
 use suite_program::Program;
 
-const PROGRAM: Program = Program {
-    error_prefix: "pv-topology-webhook: error: ",
-    max_error_line: Program::MAX_ERROR_LINE,
-};
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let log = cli.log.clone();
     // Multi-threaded: `serve` answers on every core, one worker per core.
-    PROGRAM.main(
-        &log,
-        tokio::runtime::Builder::new_multi_thread(),
-        pv_topology_webhook::run(cli),
-    )
+    let runtime = tokio::runtime::Builder::new_multi_thread();
+    Program::new("pv-topology-webhook: error: ").run(runtime, pv_topology_webhook::run)
 }
