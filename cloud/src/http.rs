@@ -3,8 +3,13 @@
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot build the HTTP client: {0}")]
-pub struct HttpClientError(#[source] reqwest::Error);
+pub enum HttpClientError {
+    #[error("cannot build the HTTP client: {0}")]
+    Build(#[source] reqwest::Error),
+    /// `SSL_CERT_FILE` names something that is not a readable bundle.
+    #[error("cannot build the HTTP client: SSL_CERT_FILE {0}")]
+    CaFile(String),
+}
 
 /// Why an answer's body could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -77,21 +82,30 @@ const MAX_CA_BUNDLE: u64 = 16 << 20;
 /// The system's trusted roots, read as Go programs read them: the file
 /// named by `SSL_CERT_FILE`, else the first bundle that exists. `None`
 /// leaves the choice to the platform verifier (which also scans
-/// `/etc/ssl/certs/`, file by file: several milliseconds per exec).
-fn system_roots() -> Option<Vec<reqwest::Certificate>> {
-    if std::env::var_os("SSL_CERT_DIR").is_some() && std::env::var_os("SSL_CERT_FILE").is_none() {
-        return None;
-    }
-    let candidates = std::env::var("SSL_CERT_FILE")
-        .map(|f| vec![f])
-        .unwrap_or_else(|_| SYSTEM_BUNDLES.iter().map(|s| (*s).to_owned()).collect());
-    candidates.iter().find_map(|path| {
-        // A FIFO or device named by SSL_CERT_FILE must not hang the program.
-        let pem = crate::files::read_regular(std::path::Path::new(path), MAX_CA_BUNDLE).ok()?;
+/// `/etc/ssl/certs/`, file by file: several milliseconds per exec; with
+/// `SSL_CERT_DIR` it reads the regular files of those directories, and
+/// skips FIFOs and devices there). `env` reads a variable.
+///
+/// A set `SSL_CERT_FILE` is the operator's choice: if it is not a regular
+/// file of at most [`MAX_CA_BUNDLE`] bytes holding a certificate, that is an
+/// error naming it, never a fall back to the platform verifier, which would
+/// read the same path without bound (a FIFO hung it, a device filled memory).
+fn system_roots(env: impl Fn(&str) -> Option<String>) -> Result<Option<Vec<reqwest::Certificate>>, HttpClientError> {
+    let read = |path: &str| -> Result<Vec<reqwest::Certificate>, String> {
+        let pem = crate::files::read_regular(std::path::Path::new(path), MAX_CA_BUNDLE).map_err(|e| e.to_string())?;
         reqwest::Certificate::from_pem_bundle(&pem)
             .ok()
             .filter(|roots| !roots.is_empty())
-    })
+            .ok_or_else(|| format!("{path}: no certificate in it (a PEM bundle of CA certificates is needed)"))
+    };
+    if let Some(file) = env("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+        let shown = |reason: String| HttpClientError::CaFile(crate::logging::clean_text(&reason, &[], 500));
+        return read(&file).map(Some).map_err(shown);
+    }
+    if env("SSL_CERT_DIR").is_some() {
+        return Ok(None);
+    }
+    Ok(SYSTEM_BUNDLES.iter().find_map(|path| read(path).ok()))
 }
 
 /// A client with rustls (ring), the system's roots, and `timeout` as the
@@ -118,10 +132,10 @@ pub fn http_client_with_tls(
     builder = with_env_proxies(builder, |name| std::env::var(name).ok());
     if !tls {
         builder = builder.tls_certs_only(Vec::new());
-    } else if let Some(roots) = system_roots() {
+    } else if let Some(roots) = system_roots(|name| std::env::var(name).ok())? {
         builder = builder.tls_certs_only(roots);
     }
-    builder.build().map_err(HttpClientError)
+    builder.build().map_err(HttpClientError::Build)
 }
 
 /// Destinations that never go through a proxy, whatever the environment
@@ -129,8 +143,10 @@ pub fn http_client_with_tls(
 /// link-local (metadata services, container credential agents, including
 /// AWS's IPv6 agents at fd00:ec2::23 and fd00:ec2::254). A credential sent
 /// there in clear text must not cross the network to a proxy; `localhost`
-/// also covers its subdomains (RFC 6761).
-pub const NEVER_PROXIED: &str = "localhost,127.0.0.0/8,::1,169.254.0.0/16,fe80::/10,fd00:ec2::23,fd00:ec2::254";
+/// also covers its subdomains (RFC 6761), and `localhost.` (the same name,
+/// fully qualified) its own; loopback and link-local IPv4 written as
+/// IPv4-mapped IPv6 addresses (`[::ffff:127.0.0.1]`) are the same hosts.
+pub const NEVER_PROXIED: &str = "localhost,localhost.,127.0.0.0/8,::1,::ffff:127.0.0.0/104,169.254.0.0/16,::ffff:169.254.0.0/112,fe80::/10,fd00:ec2::23,fd00:ec2::254";
 
 /// The proxies of the environment, as reqwest reads them by default
 /// (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, upper case first, and
@@ -178,7 +194,7 @@ pub fn metadata_client(user_agent: &str, timeout: Duration) -> Result<reqwest::C
         // Metadata services speak plain HTTP: no roots to load.
         .tls_certs_only(Vec::new())
         .build()
-        .map_err(HttpClientError)
+        .map_err(HttpClientError::Build)
 }
 
 /// A fake server for tests of bounded reads: every answer is a body far
@@ -315,10 +331,12 @@ mod tests {
 
     fn client(env: HashMap<&'static str, String>, internal: std::net::SocketAddr) -> reqwest::Client {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        // internal.example resolves to a loopback server: no DNS in tests.
+        // internal.example (and localhost., which not every resolver
+        // knows) resolve to a loopback server: no DNS in tests.
         let builder = reqwest::Client::builder()
             .tls_certs_only(Vec::new())
-            .resolve("internal.example", internal);
+            .resolve("internal.example", internal)
+            .resolve("localhost.", internal);
         with_env_proxies(builder, |name| env.get(name).cloned())
             .build()
             .unwrap()
@@ -358,11 +376,15 @@ mod tests {
             format!("{server}/a"),
             format!("http://localhost:{port}/b"),
             format!("{server6}/c"),
+            // Issue 9's re-test: the fully qualified name, and loopback as
+            // an IPv4-mapped IPv6 address, are loopback too.
+            format!("http://localhost.:{port}/e"),
+            format!("http://[::ffff:127.0.0.1]:{port}/f"),
         ] {
             let body = get(&client, &url).await;
             assert_eq!(body, "direct", "{url}");
         }
-        assert_eq!(direct.lock().unwrap().len(), 2);
+        assert_eq!(direct.lock().unwrap().len(), 4);
         assert_eq!(direct6.lock().unwrap().len(), 1);
         // Elsewhere the proxy is used, unless NO_PROXY lists the host.
         let body = get(&client, "http://registry.example.com/v2/").await;

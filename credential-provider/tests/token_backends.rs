@@ -337,3 +337,41 @@ fn an_endless_answer_is_refused_not_buffered() {
         "answered HTTP 200 without a token response: the answer is larger than 8 MiB",
     );
 }
+
+/// Issue 9's re-test: an `SSL_CERT_FILE` that is a FIFO or device, or holds
+/// no certificate, is refused at once naming the variable; it is never
+/// handed on to the platform verifier, which read a FIFO without end.
+#[test]
+fn a_ca_bundle_that_is_not_a_regular_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("bundle.pem");
+    common::mkfifo(&fifo);
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let fifo = fifo.display().to_string();
+    let empty = empty.display().to_string();
+    for (bundle, want) in [
+        (fifo.as_str(), "is a FIFO"),
+        ("/dev/zero", "is a character device"),
+        (empty.as_str(), "no certificate"),
+        ("/nonexistent/bundle.pem", "No such file"),
+    ] {
+        let out = run_with_env(
+            &[
+                "token-exchange",
+                "--token-endpoint",
+                "https://127.0.0.1:1/token",
+                "--timeout",
+                "2s",
+            ],
+            &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+            &[("SSL_CERT_FILE", bundle)],
+        );
+        assert_one_line_failure(bundle, &out, want);
+        assert!(
+            out.stderr.contains(&format!("SSL_CERT_FILE {bundle}")),
+            "{}",
+            out.stderr
+        );
+    }
+}
