@@ -90,7 +90,8 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
             let config = kubelet_config::load(&args.config)?;
             let mut out = String::new();
             for name in explain(&config, &args.image) {
-                out.push_str(name);
+                // A name is text from the config: one escaped line each.
+                out.push_str(&cloud_access::logging::clean_text(name, &[], MAX_ERROR_LINE));
                 out.push('\n');
             }
             write_all(stdout, out.as_bytes())?;

@@ -56,6 +56,25 @@ fn explain_reads_a_directory_in_lexical_order() {
     );
 }
 
+/// Issue 9's re-test: a provider name is text from the config, escaped as
+/// every other such text, so it cannot forge lines or colour a terminal.
+#[test]
+fn explain_escapes_provider_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ansi.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "{HEADER}providers:\n- name: \"a\\n\\u001b[31mFORGED\\u202e\"\n  matchImages: [\"x.io\"]\n  defaultCacheDuration: 1h\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        explain(&file.display().to_string(), "x.io/app"),
+        ["a\\n\\u{1b}[31mFORGED\\u{202e}"]
+    );
+}
+
 #[test]
 fn explain_refuses_a_config_it_cannot_read() {
     let out = run(&["explain", "--config", &configs("bad-kind.yaml"), "nginx"], b"");
