@@ -13,9 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 
 pub use crate::model::{Decision, DecisionConfig, OnLookupError, Outcome, Subject, Volume};
-use crate::model::{LookupFailure, LookupResult, Resolution, Resolved, TopologySource};
+use crate::model::{LookupFailure, LookupResult, Resolution, Resolved, ReviewObject, TopologySource};
 use crate::patch;
-use crate::review::ReviewObject;
 use crate::source::identify;
 use crate::topology::{REGION_LABEL, ZONE_LABEL, zones_of_label};
 
@@ -28,12 +27,7 @@ pub const PROVISIONED_BY_ANNOTATION: &str = "pv.kubernetes.io/provisioned-by";
 pub const OUTCOME_AUDIT_KEY: &str = "outcome";
 /// Audit annotation key for where the topology came from.
 pub const SOURCE_AUDIT_KEY: &str = "source";
-/// Most items (terms, requirements and values together) a PV's nodeAffinity may have
-/// for us to read it and add our requirements to each term; PVs have a term, or one per
-/// zone, of a requirement or two. Beyond it nodeAffinity is left alone, with a warning:
-/// neither what is read of it nor the answer (one patch operation per term) can grow
-/// with the request.
-pub const MAX_AFFINITY_ITEMS: usize = 1024;
+pub use crate::model::MAX_AFFINITY_ITEMS;
 
 /// What a request is about: read once, before any lookup. A PV CREATE whose volume we
 /// recognize is a [`Subject::Volume`] to resolve; everything else is answered at once.

@@ -7,6 +7,7 @@ use std::fmt;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::AdmissionResponse;
 
 use crate::builtin::csi_zone_key;
@@ -248,5 +249,90 @@ impl Decision {
             (Some(TopologySource::Lookup(name)), Some(result)) => Some((name, result)),
             _ => None,
         }
+    }
+}
+
+/// Most items (terms, requirements and values together) a PV's nodeAffinity may have
+/// for us to read it and add our requirements to each term; PVs have a term, or one per
+/// zone, of a requirement or two. Beyond it nodeAffinity is left alone, with a warning:
+/// neither what is read of it nor the answer (one patch operation per term) can grow
+/// with the request.
+pub const MAX_AFFINITY_ITEMS: usize = 1024;
+
+/// The object of a review, read once as a PersistentVolume reduced to what the decision
+/// uses: of the metadata, only the topology labels and the `provisioned-by` annotation
+/// (whether the maps exist is kept); of the spec, the volume source's driver and handle,
+/// and the requirements of nodeAffinity up to [`MAX_AFFINITY_ITEMS`] terms, requirements
+/// and values. Everything else is skipped unread, so that what is kept is the strings
+/// read, at most the size of the body, and a bounded number of small structures around
+/// them, whatever the object's shape. Only what is read is checked: an object whose read
+/// parts have the wrong types is unreadable, and the review is still answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReviewObject {
+    /// The reduced PV; empty when unreadable.
+    pv: PersistentVolume,
+    /// Why the object cannot be read as a PersistentVolume.
+    unreadable: Option<String>,
+    /// nodeAffinity has more than [`MAX_AFFINITY_ITEMS`] items: `pv` holds only the first.
+    affinity_too_large: bool,
+}
+
+impl ReviewObject {
+    /// An object read as `pv`; `affinity_too_large` when only the first
+    /// [`MAX_AFFINITY_ITEMS`] of its nodeAffinity were read.
+    pub fn readable(pv: PersistentVolume, affinity_too_large: bool) -> Self {
+        Self {
+            pv,
+            unreadable: None,
+            affinity_too_large,
+        }
+    }
+
+    /// An object that cannot be read as a PersistentVolume, and why.
+    pub fn unreadable(reason: String) -> Self {
+        Self {
+            pv: PersistentVolume::default(),
+            unreadable: Some(reason),
+            affinity_too_large: false,
+        }
+    }
+
+    /// The reduced PersistentVolume, or why the object is not one.
+    pub fn persistent_volume(&self) -> Result<&PersistentVolume, &str> {
+        match &self.unreadable {
+            Some(reason) => Err(reason),
+            None => Ok(&self.pv),
+        }
+    }
+
+    /// Whether nodeAffinity has more than [`MAX_AFFINITY_ITEMS`] terms, requirements
+    /// and values: only the first were read, and it must be left as it is.
+    pub fn affinity_too_large(&self) -> bool {
+        self.affinity_too_large
+    }
+}
+
+/// kube's AdmissionRequest wants a Resource; this one is a PersistentVolume.
+impl kube::Resource for ReviewObject {
+    type DynamicType = ();
+    type Scope = k8s_openapi::ClusterResourceScope;
+
+    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+        <PersistentVolume as kube::Resource>::kind(dt)
+    }
+    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+        <PersistentVolume as kube::Resource>::group(dt)
+    }
+    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+        <PersistentVolume as kube::Resource>::version(dt)
+    }
+    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+        <PersistentVolume as kube::Resource>::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.pv.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.pv.metadata
     }
 }

@@ -27,6 +27,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::decision::{MAX_AFFINITY_ITEMS, PROVISIONED_BY_ANNOTATION, decide, skipped, subject};
+pub use crate::model::ReviewObject;
 use crate::model::{Decision, DecisionConfig, LookupResult, Outcome, Subject};
 use crate::resolve::Resolver;
 use crate::topology::{REGION_LABEL, ZONE_LABEL};
@@ -115,65 +116,6 @@ impl Reviewer {
             allowed,
             lookup,
         })
-    }
-}
-
-/// The object of a review, read once as a PersistentVolume reduced to what the decision
-/// uses: of the metadata, only the topology labels and the `provisioned-by` annotation
-/// (whether the maps exist is kept); of the spec, the volume source's driver and handle,
-/// and the requirements of nodeAffinity up to [`MAX_AFFINITY_ITEMS`] terms, requirements
-/// and values. Everything else is skipped unread, so that what is kept is the strings
-/// read, at most the size of the body, and a bounded number of small structures around
-/// them, whatever the object's shape. Only what is read is checked: an object whose read
-/// parts have the wrong types is unreadable, and the review is still answered.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReviewObject {
-    /// The reduced PV; empty when unreadable.
-    pv: PersistentVolume,
-    /// Why the object cannot be read as a PersistentVolume.
-    unreadable: Option<String>,
-    /// nodeAffinity has more than [`MAX_AFFINITY_ITEMS`] items: `pv` holds only the first.
-    affinity_too_large: bool,
-}
-
-impl ReviewObject {
-    /// The reduced PersistentVolume, or why the object is not one.
-    pub fn persistent_volume(&self) -> Result<&PersistentVolume, &str> {
-        match &self.unreadable {
-            Some(reason) => Err(reason),
-            None => Ok(&self.pv),
-        }
-    }
-
-    /// Whether nodeAffinity has more than [`MAX_AFFINITY_ITEMS`] terms, requirements
-    /// and values: only the first were read, and it must be left as it is.
-    pub fn affinity_too_large(&self) -> bool {
-        self.affinity_too_large
-    }
-}
-
-/// kube's AdmissionRequest wants a Resource; this one is a PersistentVolume.
-impl kube::Resource for ReviewObject {
-    type DynamicType = ();
-    type Scope = k8s_openapi::ClusterResourceScope;
-
-    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
-        <PersistentVolume as kube::Resource>::kind(dt)
-    }
-    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
-        <PersistentVolume as kube::Resource>::group(dt)
-    }
-    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
-        <PersistentVolume as kube::Resource>::version(dt)
-    }
-    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
-        <PersistentVolume as kube::Resource>::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.pv.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.pv.metadata
     }
 }
 
@@ -516,16 +458,11 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
     AFFINITY_BUDGET.set(MAX_AFFINITY_ITEMS);
     AFFINITY_OVER.set(false);
     let object = match serde_json::from_slice::<ObjectOnly>(body) {
-        Ok(only) => only.request.object.map(|view| ReviewObject {
-            pv: view.into(),
-            unreadable: None,
-            affinity_too_large: AFFINITY_OVER.get(),
-        }),
-        Err(error) => Some(ReviewObject {
-            pv: PersistentVolume::default(),
-            unreadable: Some(error.to_string()),
-            affinity_too_large: false,
-        }),
+        Ok(only) => only
+            .request
+            .object
+            .map(|view| ReviewObject::readable(view.into(), AFFINITY_OVER.get())),
+        Err(error) => Some(ReviewObject::unreadable(error.to_string())),
     };
     Ok(AdmissionRequest {
         types: TypeMeta { api_version, kind },
