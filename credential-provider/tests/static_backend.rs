@@ -195,3 +195,40 @@ fn a_byte_order_mark_is_accepted_and_a_lone_password_refused() {
     );
     assert!(!out.stderr.contains("lone-password-value"), "{}", out.stderr);
 }
+
+/// Issue 9's re-test: an entry with only an `identitytoken` (an OAuth
+/// refresh token, which `docker login` keeps for some registries) was
+/// skipped without a word. kubelet's answer carries a username and password
+/// only, so the token is of no use to it: an error naming the entry, as for a
+/// lone username or password. Next to `auth` it is ignored, as by kubelet.
+#[test]
+fn an_entry_with_only_an_identity_token_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("identity.json");
+    std::fs::write(
+        &file,
+        r#"{"auths": {"registry.example.com": {"identitytoken": "identity-token-value-0123456789"}}}"#,
+    )
+    .unwrap();
+    let out = run(
+        &["static", "--docker-config", &file.display().to_string()],
+        &request("v1", "registry.example.com/app", None),
+    );
+    common::assert_one_line_failure(
+        "lone identity token",
+        &out,
+        r#"auths["registry.example.com"].identitytoken cannot be used"#,
+    );
+    assert!(!out.stderr.contains("identity-token-value"), "{}", out.stderr);
+
+    std::fs::write(
+        &file,
+        r#"{"auths": {"registry.example.com": {"auth": "dTpw", "identitytoken": "identity-token-value-0123456789"}}}"#,
+    )
+    .unwrap();
+    let out = run(
+        &["static", "--docker-config", &file.display().to_string()],
+        &request("v1", "registry.example.com/app", None),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+}

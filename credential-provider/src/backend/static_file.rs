@@ -46,7 +46,8 @@ pub enum DockerConfigError {
 }
 
 /// The parts of config.json kubelet can use. Credential helpers and
-/// identity tokens have no place in kubelet's `AuthConfig`.
+/// identity tokens have no place in kubelet's `AuthConfig`; an entry with
+/// nothing but a token is named in an error.
 #[derive(Deserialize)]
 struct DockerConfigFile {
     auths: Option<BTreeMap<String, DockerAuthEntry>>,
@@ -57,6 +58,19 @@ struct DockerAuthEntry {
     auth: Option<String>,
     username: Option<String>,
     password: Option<String>,
+    /// An OAuth refresh token (`identitytoken`) or bearer token
+    /// (`registrytoken`): only whether one is there is kept.
+    #[serde(default, deserialize_with = "present")]
+    identitytoken: bool,
+    #[serde(default, deserialize_with = "present")]
+    registrytoken: bool,
+}
+
+/// Whether a field holds something other than null or an empty string; its
+/// value, a secret, is dropped at once.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(!(value.is_null() || value.as_str() == Some("")))
 }
 
 impl StaticBackend {
@@ -113,6 +127,18 @@ impl StaticBackend {
                 (None, Some(username), Some(password)) => Some((username, password)),
                 (None, Some(_), None) => return Err(entry_error(field("password"), "is missing next to \"username\"")),
                 (None, None, Some(_)) => return Err(entry_error(field("username"), "is missing next to \"password\"")),
+                // kubelet's answer holds a username and password only.
+                (None, None, None) if entry.identitytoken || entry.registrytoken => {
+                    let name = if entry.identitytoken {
+                        "identitytoken"
+                    } else {
+                        "registrytoken"
+                    };
+                    return Err(entry_error(
+                        field(name),
+                        "cannot be used: kubelet takes a username and password only; give \"auth\" or \"username\" and \"password\" for this registry, or remove the entry",
+                    ));
+                }
                 // Docker writes empty entries when a credential store holds
                 // the secret; they carry nothing kubelet can use.
                 _ => None,
