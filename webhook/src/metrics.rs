@@ -12,7 +12,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::model::LookupResult;
-use crate::tls::CertInfo;
 
 /// Prefix of every metric name.
 pub const PREFIX: &str = "pv_topology_webhook";
@@ -163,9 +162,9 @@ impl Metrics {
         )
     }
 
-    /// Records the certificate now served.
-    pub fn certificate_loaded(&self, info: &CertInfo) {
-        self.cert_expiry.set(info.not_after);
+    /// Records the notAfter (Unix seconds) of the certificate now served.
+    pub fn certificate_loaded(&self, not_after_unix_seconds: i64) {
+        self.cert_expiry.set(not_after_unix_seconds);
     }
 
     /// Counts a reload attempt.

@@ -445,7 +445,7 @@ impl CertReloader {
                 })
             }
         };
-        metrics.certificate_loaded(&info);
+        metrics.certificate_loaded(info.not_after);
         let mut reloader = Self {
             resolver: Arc::new(CertResolver::new(certified)),
             last_seen: hash_pair(&cert, &key),
@@ -503,7 +503,7 @@ impl CertReloader {
         match certified_key(&self.files, &cert, &key) {
             Ok((certified, info)) => {
                 self.resolver.replace(certified);
-                self.metrics.certificate_loaded(&info);
+                self.metrics.certificate_loaded(info.not_after);
                 self.info = info.clone();
                 self.metrics.certificate_reload(true);
                 Reload::Reloaded(info)
