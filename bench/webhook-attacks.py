@@ -7,7 +7,9 @@ items 1 and 3), each attack against a fresh server on 127.0.0.1:
                 declared (under the body limit), 2.9 MB sent;
   h2-streams    one TLS HTTP/2 connection with 20 streams of 5 MB each, sent as
                 fast as flow control allows, then held (the issue's); -3mb: streams
-                under the body limit, on 1 and on 4 connections;
+                under the body limit, on 1 and on 4 connections; -500conns: 500
+                connections x 32 streams x 3,000,000 declared (the re-test's F1:
+                what the HTTP/2 windows of many connections hold);
   h1-heads      1000 TLS HTTP/1.1 connections each sending 15 KiB of a request head
                 that never ends;
   h2-idle       3000 TLS HTTP/2 connections that send the preface and nothing more,
@@ -394,6 +396,7 @@ ATTACKS = {
     "h2-streams": lambda s, a: h2_streams(s, 1, 20, 5_000_000, a.hold),
     "h2-streams-3mb": lambda s, a: h2_streams(s, 1, 20, 3_000_000, a.hold),
     "h2-streams-3mb-4conns": lambda s, a: h2_streams(s, 4, 20, 3_000_000, a.hold),
+    "h2-streams-3mb-500conns": lambda s, a: h2_streams(s, 500, 32, 3_000_000, a.hold),
     "h1-heads": lambda s, a: h1_heads(s, 1000, 15 * 1024, a.hold),
     "h2-idle": lambda s, a: h2_idle(s, 3000, a.idle_hold),
     "admin-partial": lambda s, a: admin_partial(s, 1000, a.hold),

@@ -76,6 +76,7 @@ impl Listener {
         let ended = match &self.tls {
             None => self.serve_http(TokioIo::new(tcp), false, slot, first_request_by).await,
             Some((acceptor, metrics)) => {
+                let mut stopping = self.stopping.clone();
                 let handshake = tokio::time::timeout_at(first_request_by, acceptor.accept(tcp));
                 let tls = tokio::select! {
                     done = handshake => match done {
@@ -95,6 +96,8 @@ impl Listener {
                         tracing::debug!(%peer, "closed during the TLS handshake: its place was needed");
                         return;
                     }
+                    // Nothing to drain: the server stops without waiting for it.
+                    _ = stopping.wait_for(|stop| *stop) => return,
                 };
                 // The protocol is the one ALPN chose, so that HTTP/1's head timeout runs
                 // from the first moment (sniffing for the HTTP/2 preface would wait
