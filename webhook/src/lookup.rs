@@ -1,7 +1,8 @@
 //! Asking a cloud API for a volume's topology: the interface cloud implementations
 //! (EC2 DescribeVolumes, GCE disks, Azure disks, Cinder, vSphere) plug into, and the one
 //! mechanism in front of all of them, [`CachedLookup`]: a bounded, expiring cache,
-//! single-flight (concurrent reviews of one volume make one call) and a deadline. A new
+//! single-flight (concurrent reviews of one volume make one call); the deadline is the
+//! [`crate::resolve::Resolver`]'s, the same for every lookup. A new
 //! cloud writes only its call (a [`TopologyLookup`]) and is wrapped in a
 //! [`CachedLookup`]. A disk's zone does not change, but a handle can be reused after
 //! deletion, so entries still expire.
@@ -76,13 +77,12 @@ impl<L: TopologyLookup + ?Sized> TopologyLookup for Arc<L> {
 }
 
 /// A lookup behind a [`LoadingCache`]: answers are kept for `ttl` (at most `capacity`
-/// of them), concurrent reviews of one volume share one call, and a call that outlives
-/// the deadline fails with [`LookupError::TimedOut`]. Only successful answers are
+/// of them), and concurrent reviews of one volume share one call (a caller that gives
+/// up, at the resolver's deadline, hands it to one still waiting). Only successful answers are
 /// cached, so a failed call (not found included) is retried on the next request.
 pub struct CachedLookup<L> {
     inner: L,
     cache: LoadingCache<String, Topology, LookupError>,
-    deadline: Option<Duration>,
     /// Hit and miss counters (see [`crate::metrics::Metrics::cache_counters`]).
     counters: Option<(Counter, Counter)>,
 }
@@ -93,16 +93,8 @@ impl<L: TopologyLookup> CachedLookup<L> {
         Self {
             inner,
             cache: LoadingCache::new(capacity, ttl),
-            deadline: None,
             counters: None,
         }
-    }
-
-    /// Fails a call to `inner` that has not answered after `deadline`.
-    #[must_use]
-    pub fn with_deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = Some(deadline);
-        self
     }
 
     /// Counts hits and misses on these counters.
@@ -115,15 +107,6 @@ impl<L: TopologyLookup> CachedLookup<L> {
     /// The cache, for inspection.
     pub fn cache(&self) -> &TtlLruCache<String, Topology> {
         self.cache.entries()
-    }
-
-    async fn call(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
-        match self.deadline {
-            Some(deadline) => tokio::time::timeout(deadline, self.inner.lookup(volume))
-                .await
-                .unwrap_or(Err(LookupError::TimedOut(deadline))),
-            None => self.inner.lookup(volume).await,
-        }
     }
 }
 
@@ -139,7 +122,7 @@ impl<L: TopologyLookup> TopologyLookup for CachedLookup<L> {
     fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
         Box::pin(async move {
             let key = self.inner.cache_key(volume);
-            let (answer, answered) = self.cache.get_or_load(&key, || self.call(volume)).await;
+            let (answer, answered) = self.cache.get_or_load(&key, || self.inner.lookup(volume)).await;
             if let Some((hits, misses)) = &self.counters {
                 match answered {
                     Answered::Hit => hits.inc(),

@@ -323,15 +323,24 @@ async fn loading_cache_load_is_taken_over_when_its_caller_goes_away() {
 }
 
 #[tokio::test]
-async fn cached_lookup_deadline_fails_slow_calls_without_caching_them() {
+async fn the_resolvers_deadline_fails_slow_cached_calls_without_caching_them() {
     let mut slow = FakeLookup::new(EBS, Ok(topo("us-east-1a")));
     slow.delay = Some(Duration::from_secs(30));
-    let cached = CachedLookup::new(slow, cap(8), Duration::from_secs(60)).with_deadline(Duration::from_millis(100));
+    let cached = Arc::new(CachedLookup::new(slow, cap(8), Duration::from_secs(60)));
+    let resolver = Resolver::new(Default::default())
+        .with_lookup(cached.clone())
+        .with_deadline(Duration::from_millis(100));
     let started = Instant::now();
-    let volume = VolumeIdentity::csi(EBS, "vol-1");
-    assert_eq!(
-        cached.lookup(&volume).await,
-        Err(LookupError::TimedOut(Duration::from_millis(100)))
+    let resolution = resolver.resolve(&VolumeIdentity::csi(EBS, "vol-1")).await;
+    assert!(
+        matches!(
+            resolution,
+            pv_topology_webhook::model::Resolution::LookupFailed {
+                error: pv_topology_webhook::model::LookupFailure::TimedOut(_),
+                ..
+            }
+        ),
+        "{resolution:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(cached.cache().is_empty());
