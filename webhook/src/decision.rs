@@ -347,12 +347,25 @@ fn finish(
             .insert(SOURCE_AUDIT_KEY.to_owned(), source.to_string());
     }
     if !warnings.is_empty() {
-        response.warnings = Some(warnings);
+        response.warnings = Some(warnings.into_iter().map(bounded).collect());
     }
+    response.result.message = bounded(std::mem::take(&mut response.result.message));
     Decision {
         response,
         outcome,
         source,
         lookup_result,
+    }
+}
+
+/// Longest warning or denial message we send: they quote values from the object
+/// (labels, handles), and an answer must not grow with a hostile object.
+pub const MAX_MESSAGE_CHARS: usize = 512;
+
+/// `text` cut to [`MAX_MESSAGE_CHARS`] characters, marked with `…` where cut.
+fn bounded(text: String) -> String {
+    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
     }
 }

@@ -518,6 +518,19 @@ async fn conflicting_labels_are_replaced_with_a_warning() {
 }
 
 #[tokio::test]
+async fn a_huge_label_value_is_not_echoed_whole_in_the_warning() {
+    let mut body: Value = serde_json::from_slice(&fixture("conflicting-labels.json")).unwrap();
+    let huge = "x".repeat(600_000);
+    body["request"]["object"]["metadata"]["labels"]["topology.kubernetes.io/zone"] = json!(huge);
+    let answer = review(&plain(), &serde_json::to_vec(&body).unwrap()).await;
+    let warnings = answer.warnings();
+    assert_eq!(warnings.len(), 1);
+    let limit = pv_topology_webhook::decision::MAX_MESSAGE_CHARS;
+    assert!(warnings[0].chars().count() <= limit + 1, "{} chars", warnings[0].len());
+    assert!(warnings[0].ends_with('…'), "{}", &warnings[0][..80]);
+}
+
+#[tokio::test]
 async fn zone_label_in_another_order_is_not_a_conflict() {
     let reviewer = reviewer(rules("rules:\n  - driver: ebs.csi.aws.com\n    zones: [a-1, b-1]\n"));
     let labels = json!({"topology.kubernetes.io/zone": "b-1__a-1"});
