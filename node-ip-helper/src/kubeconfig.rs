@@ -102,7 +102,11 @@ fn load_one(path: &Path) -> Result<Kubeconfig, KubeconfigError> {
             cluster.certificate_authority_data = Some(base64(read("certificate-authority", &name)?));
         }
     }
-    for auth in config.auth_infos.iter_mut().filter_map(|named| named.auth_info.as_mut()) {
+    for auth in config
+        .auth_infos
+        .iter_mut()
+        .filter_map(|named| named.auth_info.as_mut())
+    {
         if let Some(name) = auth.client_certificate.take()
             && auth.client_certificate_data.is_none()
         {
@@ -129,7 +133,13 @@ mod tests {
     use secrecy::ExposeSecret as _;
 
     fn mkfifo(path: &Path) {
-        assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success());
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(path)
+                .status()
+                .unwrap()
+                .success()
+        );
     }
 
     fn kubeconfig(ca: &str, cert: &str, key: &str, token_file: &str) -> String {
@@ -144,7 +154,12 @@ mod tests {
     #[test]
     fn referenced_files_are_inlined_relative_to_the_kubeconfig() {
         let dir = tempfile::tempdir().unwrap();
-        for (name, content) in [("ca.crt", "CA"), ("node.crt", "CERT"), ("node.key", "KEY"), ("token", "tok\n")] {
+        for (name, content) in [
+            ("ca.crt", "CA"),
+            ("node.crt", "CERT"),
+            ("node.key", "KEY"),
+            ("token", "tok\n"),
+        ] {
             std::fs::write(dir.path().join(name), content).unwrap();
         }
         let path = dir.path().join("kubelet.conf");
@@ -169,8 +184,14 @@ mod tests {
             std::fs::write(dir.path().join(name), "x").unwrap();
         }
         let cases = [
-            ("certificate-authority", kubeconfig("fifo", "node.crt", "node.key", "token")),
-            ("client-certificate", kubeconfig("ca.crt", "/dev/zero", "node.key", "token")),
+            (
+                "certificate-authority",
+                kubeconfig("fifo", "node.crt", "node.key", "token"),
+            ),
+            (
+                "client-certificate",
+                kubeconfig("ca.crt", "/dev/zero", "node.key", "token"),
+            ),
             ("client-key", kubeconfig("ca.crt", "node.crt", "fifo", "token")),
             ("tokenFile", kubeconfig("ca.crt", "node.crt", "node.key", "/dev/zero")),
         ];
@@ -187,6 +208,9 @@ mod tests {
 
     #[test]
     fn the_flag_wins_over_the_environment() {
-        assert_eq!(files(Some(Path::new("/x/kubeconfig"))), vec![PathBuf::from("/x/kubeconfig")]);
+        assert_eq!(
+            files(Some(Path::new("/x/kubeconfig"))),
+            vec![PathBuf::from("/x/kubeconfig")]
+        );
     }
 }
