@@ -6,9 +6,10 @@ use std::time::Duration;
 pub enum HttpClientError {
     #[error("cannot build the HTTP client: {0}")]
     Build(#[source] reqwest::Error),
-    /// `SSL_CERT_FILE` names something that is not a readable bundle.
-    #[error("cannot build the HTTP client: SSL_CERT_FILE {0}")]
-    CaFile(String),
+    /// `SSL_CERT_FILE` or `SSL_CERT_DIR` names something that is not a
+    /// readable bundle or directory of them.
+    #[error("cannot build the HTTP client: {variable} {reason}")]
+    Roots { variable: &'static str, reason: String },
 }
 
 /// Why an answer's body could not be read.
@@ -79,33 +80,92 @@ const SYSTEM_BUNDLES: &[&str] = &[
 /// Far above any real bundle (Debian's is about 220 KB).
 const MAX_CA_BUNDLE: u64 = 16 << 20;
 
+/// At most this much is read from the directories of `SSL_CERT_DIR` in all
+/// (Debian's /etc/ssl/certs holds about 1 MB).
+const MAX_CA_DIRECTORIES: u64 = 64 << 20;
+
 /// The system's trusted roots, read as Go programs read them: the file
-/// named by `SSL_CERT_FILE`, else the first bundle that exists. `None`
-/// leaves the choice to the platform verifier (which also scans
-/// `/etc/ssl/certs/`, file by file: several milliseconds per exec; with
-/// `SSL_CERT_DIR` it reads the regular files of those directories, and
-/// skips FIFOs and devices there). `env` reads a variable.
+/// named by `SSL_CERT_FILE` and the regular files of the directories of
+/// `SSL_CERT_DIR` (`:`-separated; FIFOs, devices and files that hold no
+/// certificate skipped, as OpenSSL does), else the first bundle that exists.
+/// `None` leaves the choice to the platform verifier (which scans
+/// `/etc/ssl/certs/`, file by file: several milliseconds per exec). `env`
+/// reads a variable.
 ///
-/// A set `SSL_CERT_FILE` is the operator's choice: if it is not a regular
-/// file of at most [`MAX_CA_BUNDLE`] bytes holding a certificate, that is an
-/// error naming it, never a fall back to the platform verifier, which would
-/// read the same path without bound (a FIFO hung it, a device filled memory).
+/// What the operator names is read here, bounded, and never left to the
+/// platform verifier, which read the same paths without bound (a FIFO as
+/// `SSL_CERT_FILE` hung it, a device filled memory): a file that is not
+/// regular, larger than [`MAX_CA_BUNDLE`] or without a certificate, a
+/// directory that cannot be listed, more than [`MAX_CA_DIRECTORIES`] in
+/// all, or no certificate at all, is an error naming the variable.
 fn system_roots(env: impl Fn(&str) -> Option<String>) -> Result<Option<Vec<reqwest::Certificate>>, HttpClientError> {
+    let pem_roots = |pem: &[u8]| reqwest::Certificate::from_pem_bundle(pem).unwrap_or_default();
     let read = |path: &str| -> Result<Vec<reqwest::Certificate>, String> {
         let pem = crate::files::read_regular(std::path::Path::new(path), MAX_CA_BUNDLE).map_err(|e| e.to_string())?;
-        reqwest::Certificate::from_pem_bundle(&pem)
-            .ok()
+        Some(pem_roots(&pem))
             .filter(|roots| !roots.is_empty())
             .ok_or_else(|| format!("{path}: no certificate in it (a PEM bundle of CA certificates is needed)"))
     };
-    if let Some(file) = env("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
-        let shown = |reason: String| HttpClientError::CaFile(crate::logging::clean_text(&reason, &[], 500));
-        return read(&file).map(Some).map_err(shown);
+    let file = env("SSL_CERT_FILE").filter(|f| !f.is_empty());
+    let dirs = env("SSL_CERT_DIR").filter(|d| !d.is_empty());
+    if file.is_none() && dirs.is_none() {
+        return Ok(SYSTEM_BUNDLES.iter().find_map(|path| read(path).ok()));
     }
-    if env("SSL_CERT_DIR").is_some() {
-        return Ok(None);
+    let refused = |variable, reason: String| HttpClientError::Roots {
+        variable,
+        reason: crate::logging::clean_text(&reason, &[], 500),
+    };
+    let mut roots = Vec::new();
+    if let Some(file) = file {
+        roots.extend(read(&file).map_err(|reason| refused("SSL_CERT_FILE", reason))?);
     }
-    Ok(SYSTEM_BUNDLES.iter().find_map(|path| read(path).ok()))
+    if let Some(dirs) = dirs {
+        let found = directory_roots(&dirs, pem_roots).map_err(|reason| refused("SSL_CERT_DIR", reason))?;
+        if found.is_empty() && roots.is_empty() {
+            return Err(refused(
+                "SSL_CERT_DIR",
+                format!("{dirs}: no certificate in its directories (PEM files of CA certificates are needed)"),
+            ));
+        }
+        roots.extend(found);
+    }
+    Ok(Some(roots))
+}
+
+/// The certificates of the regular files of `dirs` (`:`-separated), each
+/// file read once however many links name it, at most [`MAX_CA_BUNDLE`]
+/// each and [`MAX_CA_DIRECTORIES`] in all.
+fn directory_roots(
+    dirs: &str,
+    pem_roots: impl Fn(&[u8]) -> Vec<reqwest::Certificate>,
+) -> Result<Vec<reqwest::Certificate>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let (mut roots, mut total) = (Vec::new(), 0u64);
+    for dir in dirs.split(':').filter(|d| !d.is_empty()) {
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{dir}: {e}"))?;
+        let mut paths: Vec<_> = entries.flatten().map(|entry| entry.path()).collect();
+        paths.sort();
+        for path in paths {
+            // Symbolic links followed; dangling ones, FIFOs and devices skipped.
+            let Ok(metadata) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if !metadata.is_file() || !seen.insert((metadata.dev(), metadata.ino())) {
+                continue;
+            }
+            let pem = crate::files::read_regular(&path, MAX_CA_BUNDLE).map_err(|e| e.to_string())?;
+            total += pem.len() as u64;
+            if total > MAX_CA_DIRECTORIES {
+                return Err(format!(
+                    "{dir}: more than {} of files",
+                    size(MAX_CA_DIRECTORIES as usize)
+                ));
+            }
+            roots.extend(pem_roots(&pem));
+        }
+    }
+    Ok(roots)
 }
 
 /// A client with rustls (ring), the system's roots, and `timeout` as the

@@ -338,6 +338,22 @@ fn an_endless_answer_is_refused_not_buffered() {
     );
 }
 
+/// A token exchange with an https endpoint (nothing listens there) in `env`:
+/// the HTTP client and its trusted roots are built before any connection.
+fn exchange_with_roots(env: &[(&str, &str)]) -> common::Output {
+    run_with_env(
+        &[
+            "token-exchange",
+            "--token-endpoint",
+            "https://127.0.0.1:1/token",
+            "--timeout",
+            "2s",
+        ],
+        &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
+        env,
+    )
+}
+
 /// Issue 9's re-test: an `SSL_CERT_FILE` that is a FIFO or device, or holds
 /// no certificate, is refused at once naming the variable; it is never
 /// handed on to the platform verifier, which read a FIFO without end.
@@ -356,17 +372,7 @@ fn a_ca_bundle_that_is_not_a_regular_file_is_refused_at_once() {
         (empty.as_str(), "no certificate"),
         ("/nonexistent/bundle.pem", "No such file"),
     ] {
-        let out = run_with_env(
-            &[
-                "token-exchange",
-                "--token-endpoint",
-                "https://127.0.0.1:1/token",
-                "--timeout",
-                "2s",
-            ],
-            &request("v1", "registry.example.com/app", Some(&service_account_token(600))),
-            &[("SSL_CERT_FILE", bundle)],
-        );
+        let out = exchange_with_roots(&[("SSL_CERT_FILE", bundle)]);
         assert_one_line_failure(bundle, &out, want);
         assert!(
             out.stderr.contains(&format!("SSL_CERT_FILE {bundle}")),
@@ -374,4 +380,28 @@ fn a_ca_bundle_that_is_not_a_regular_file_is_refused_at_once() {
             out.stderr
         );
     }
+}
+
+/// The directories of `SSL_CERT_DIR` are read by us too, bounded: a file
+/// far larger than any CA bundle there is refused naming it, not read whole
+/// by the platform verifier; FIFOs and devices there are skipped, as OpenSSL
+/// does; no certificate at all is an error naming the variable.
+#[test]
+fn ca_directories_are_read_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    common::mkfifo(&dir.path().join("fifo.pem"));
+    // An empty SSL_CERT_FILE is unset (the test's may name a bundle).
+    let run_with_dir = |dir: &str| exchange_with_roots(&[("SSL_CERT_DIR", dir), ("SSL_CERT_FILE", "")]);
+    let shown = dir.path().display().to_string();
+    let out = run_with_dir(&shown);
+    assert_one_line_failure("no certificate", &out, &format!("SSL_CERT_DIR {shown}: no certificate"));
+    let huge = dir.path().join("huge.pem");
+    std::fs::File::create(&huge).unwrap().set_len(64 << 20).unwrap();
+    let out = run_with_dir(&shown);
+    assert_one_line_failure("huge", &out, "larger than");
+    assert!(
+        out.stderr.contains(&format!("SSL_CERT_DIR {}", huge.display())),
+        "{}",
+        out.stderr
+    );
 }
