@@ -201,9 +201,11 @@ impl CredentialsChain {
             return Ok(None);
         };
         let url = Url::parse(&url).map_err(|e| source_error(format!("{url:?}: {e}")))?;
+        // Its user information or query may hold a secret: never shown.
+        let shown = crate::http::shown_url(&url);
         if !container_endpoint_allowed(&url) {
             return Err(source_error(format!(
-                "{url} is neither https nor a loopback or the EKS/ECS link-local address, so it may not receive credentials"
+                "{shown} is neither https nor a loopback or the EKS/ECS link-local address, so it may not receive credentials"
             )));
         }
         let mut request = self.http.get(url.clone());
@@ -220,19 +222,19 @@ impl CredentialsChain {
         let response = request
             .send()
             .await
-            .map_err(|e| source_error(format!("{url}: {}", e.without_url())))?;
+            .map_err(|e| source_error(format!("{shown}: {}", e.without_url())))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(source_error(format!("{url} answered HTTP {}", status.as_u16())));
+            return Err(source_error(format!("{shown} answered HTTP {}", status.as_u16())));
         }
         let body = crate::http::read_body(response, MAX_CREDENTIALS_ANSWER)
             .await
             .map_err(|e| match e {
-                crate::http::BodyError::Transport(e) => source_error(format!("{url}: {}", e.without_url())),
+                crate::http::BodyError::Transport(e) => source_error(format!("{shown}: {}", e.without_url())),
                 too_large => source_error(too_large.to_string()),
             })?;
         let parsed: ContainerCredentials = serde_json::from_slice(&body)
-            .map_err(|_| source_error(format!("{url} sent something that is not credentials")))?;
+            .map_err(|_| source_error(format!("{shown} sent something that is not credentials")))?;
         Ok(Some(container_credentials(
             parsed,
             "container credentials (EKS Pod Identity/ECS)",
@@ -451,5 +453,33 @@ mod tests {
         let shown = format!("{credentials:?}");
         assert!(shown.contains("AKIDEXAMPLE"));
         assert!(!shown.contains("wJalr") && !shown.contains("FwoGZX"), "{shown}");
+    }
+
+    /// The container credentials URL may carry a secret in its user
+    /// information or query: errors show it without them.
+    #[tokio::test]
+    async fn container_endpoint_errors_never_show_the_urls_secrets() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        for url in [
+            format!("http://agent:url-password-0123@127.0.0.1:{port}/creds?sig=url-query-secret"),
+            "http://agent:url-password-0123@10.0.0.1/creds?sig=url-query-secret".to_owned(),
+        ] {
+            let chain = CredentialsChain::new(reqwest::Client::new(), "us-east-1".into(), EndpointOptions::default())
+                .with_environment(vec![
+                    ("AWS_CONTAINER_CREDENTIALS_FULL_URI".into(), url.clone()),
+                    ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+                ]);
+            let error = chain.credentials().await.unwrap_err().to_string();
+            assert!(error.contains("/creds"), "{error}");
+            assert!(
+                !error.contains("url-password") && !error.contains("url-query-secret"),
+                "{error}"
+            );
+        }
     }
 }
