@@ -112,7 +112,7 @@ pub(crate) fn transport_error(
     AwsError::Transport {
         service,
         action,
-        url: url.to_string(),
+        url: crate::http::shown_url(url),
         reason,
         timeout,
     }
@@ -326,7 +326,7 @@ impl AwsClient {
                 Err(AwsError::Transport {
                     service: service.signing_name,
                     action,
-                    url: url.to_string(),
+                    url: crate::http::shown_url(&url),
                     reason: "deadline reached".into(),
                     timeout: true,
                 })
@@ -510,6 +510,36 @@ mod tests {
                 .to_string();
             oversize::assert_refused(&error, &server, "4 MiB", &sent);
         }
+    }
+
+    #[tokio::test]
+    async fn transport_errors_do_not_show_the_endpoints_credentials() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let credentials = AwsCredentials {
+            access_key_id: "AKIDEXAMPLE".into(),
+            secret_access_key: "secret".to_owned().into(),
+            session_token: None,
+            expires_at: None,
+            source: "test",
+        };
+        // A closed port: the connection is refused at once.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let endpoints = EndpointOptions {
+            global_override: Some(format!("http://user:endpoint-password@{closed}/?token=query-secret")),
+            ..EndpointOptions::default()
+        };
+        let client = AwsClient::new(reqwest::Client::new(), "us-east-1", endpoints);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let error = super::super::ec2::describe_volumes(&client, &["vol-1"], &credentials, deadline)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(&closed.to_string()), "{error}");
+        assert!(!error.contains("endpoint-password"), "{error}");
+        assert!(!error.contains("query-secret"), "{error}");
     }
 
     #[test]
