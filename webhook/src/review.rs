@@ -451,7 +451,10 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
             "apiVersion {api_version:?} and kind {kind:?}, want {ADMISSION_API_VERSION:?} and \"AdmissionReview\""
         )));
     }
-    let envelope: Envelope = serde_json::from_slice(body).map_err(structure)?;
+    // The header pass read the whole text: what fails from here on is the review's
+    // structure, even where serde_json calls it syntax (an enum given a number).
+    let envelope: Envelope =
+        serde_json::from_slice(body).map_err(|error| ReviewError::NotAReview(error.to_string()))?;
     let fields = envelope
         .request
         .ok_or_else(|| ReviewError::NotAReview("it has no `request`".to_owned()))?;

@@ -92,6 +92,14 @@ fn bad_input_exits_1_with_a_message() {
         ),
         "it has no `request`",
     );
+    // Valid JSON of the wrong shape is not called "not JSON" (serde_json reports an
+    // enum given a number as a syntax error).
+    let mut wrong_operation: Value = serde_json::from_slice(&fixture("nfs.json")).unwrap();
+    wrong_operation["request"]["operation"] = serde_json::json!(5);
+    assert_one_line_error(
+        &run(&["review"], &[], &serde_json::to_vec(&wrong_operation).unwrap()),
+        "not an admission.k8s.io/v1 AdmissionReview",
+    );
     assert_one_line_error(
         &run(
             &["review"],
