@@ -75,16 +75,20 @@ pub async fn cloud(
 
 /// Where to ask: the override, or the provider's documented endpoint (AWS's
 /// IPv6 one for an IPv6-only node).
-pub fn endpoint(provider: Provider, override_url: Option<&Url>, policy: IpFamilyPolicy) -> Url {
+pub fn endpoint(provider: Provider, override_url: Option<&Url>, policy: IpFamilyPolicy) -> Result<Url, MetadataError> {
     if let Some(url) = override_url {
-        return url.clone();
+        return Ok(url.clone());
     }
     let text = match (provider, policy) {
         (Provider::Aws, IpFamilyPolicy::Ipv6) => cloud_access::metadata::aws::IPV6_ENDPOINT,
         _ => provider.default_endpoint(),
     };
-    // Both constants are valid URLs.
-    Url::parse(text).unwrap_or_else(|_| Url::parse("http://169.254.169.254/").expect("valid URL"))
+    // The constants are valid URLs (tested); an error here is a bug, said as one.
+    Url::parse(text).map_err(|e| MetadataError::Connect {
+        provider: provider.name(),
+        url: text.to_owned(),
+        reason: format!("not a URL: {e}"),
+    })
 }
 
 pub async fn fetch(
@@ -93,7 +97,7 @@ pub async fn fetch(
     policy: IpFamilyPolicy,
     timeout: Duration,
 ) -> Result<Instance, MetadataError> {
-    let client = MetadataClient::new(provider, endpoint(provider, override_url, policy), timeout)?;
+    let client = MetadataClient::new(provider, endpoint(provider, override_url, policy)?, timeout)?;
     client.instance().await
 }
 
@@ -212,4 +216,20 @@ pub async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_open
             other => other.to_string(),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_endpoint_is_a_url() {
+        for provider in Provider::ALL {
+            for policy in [IpFamilyPolicy::Ipv4, IpFamilyPolicy::Ipv6] {
+                assert!(endpoint(provider, None, policy).is_ok(), "{provider:?} {policy:?}");
+            }
+        }
+        let own = Url::parse("http://127.0.0.1:9/").unwrap();
+        assert_eq!(endpoint(Provider::Aws, Some(&own), IpFamilyPolicy::Ipv6).unwrap(), own);
+    }
 }
