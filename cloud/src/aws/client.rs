@@ -476,17 +476,21 @@ mod tests {
 
     /// EC2 and ECR answers are read up to their caps, however the body
     /// is framed; more is refused without being read.
-    #[tokio::test]
-    async fn answers_larger_than_the_cap_are_refused() {
-        use crate::http::oversize;
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let credentials = AwsCredentials {
+    fn test_credentials() -> AwsCredentials {
+        AwsCredentials {
             access_key_id: "AKIDEXAMPLE".into(),
             secret_access_key: "secret".to_owned().into(),
             session_token: None,
             expires_at: None,
             source: "test",
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_larger_than_the_cap_are_refused() {
+        use crate::http::oversize;
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let credentials = test_credentials();
         let deadline = Instant::now() + Duration::from_secs(30);
         let client_of = |server: &str| {
             let endpoints = EndpointOptions {
@@ -515,13 +519,7 @@ mod tests {
     #[tokio::test]
     async fn transport_errors_do_not_show_the_endpoints_credentials() {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let credentials = AwsCredentials {
-            access_key_id: "AKIDEXAMPLE".into(),
-            secret_access_key: "secret".to_owned().into(),
-            session_token: None,
-            expires_at: None,
-            source: "test",
-        };
+        let credentials = test_credentials();
         // A closed port: the connection is refused at once.
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
