@@ -7,6 +7,7 @@
 pub mod aws;
 pub mod endpoint;
 pub mod files;
+pub mod gcp;
 pub mod go_duration;
 pub mod http;
 pub mod logging;

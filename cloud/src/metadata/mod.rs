@@ -194,7 +194,7 @@ impl MetadataClient {
         }
     }
 
-    fn url(&self, path: &str) -> Result<Url, MetadataError> {
+    pub(crate) fn url(&self, path: &str) -> Result<Url, MetadataError> {
         self.base.join(path).map_err(|e| MetadataError::Garbage {
             provider: self.provider.name(),
             url: format!("{}{path}", self.base),
@@ -204,7 +204,7 @@ impl MetadataClient {
 
     /// GET `path` with `headers`; `Ok(None)` for 404, which the APIs use
     /// for "this instance has none".
-    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<Option<String>, MetadataError> {
+    pub(crate) async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<Option<String>, MetadataError> {
         let url = self.url(path)?;
         let mut request = self.client.get(url.clone());
         for (name, value) in headers {
@@ -241,7 +241,7 @@ impl MetadataClient {
     }
 
     /// Like [`get`](Self::get), but the path must exist.
-    async fn get_required(&self, path: &str, headers: &[(&str, &str)]) -> Result<String, MetadataError> {
+    pub(crate) async fn get_required(&self, path: &str, headers: &[(&str, &str)]) -> Result<String, MetadataError> {
         self.get(path, headers).await?.ok_or_else(|| MetadataError::Status {
             provider: self.provider.name(),
             url: self
@@ -270,7 +270,7 @@ impl MetadataClient {
         }
     }
 
-    fn garbage(&self, path: &str, problem: impl Into<String>) -> MetadataError {
+    pub(crate) fn garbage(&self, path: &str, problem: impl Into<String>) -> MetadataError {
         MetadataError::Garbage {
             provider: self.provider.name(),
             url: self

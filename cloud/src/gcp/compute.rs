@@ -1,0 +1,245 @@
+//! Compute Engine `disks.get` and `regionDisks.get`: where a persistent
+//! disk lives, for the webhook's topology labels.
+//!
+//! One call each, no retries and no cache: the webhook's lookup mechanism
+//! caches, shares concurrent lookups and owns the deadline, which every call
+//! here is given and keeps (the token fetch included). A disk that does not
+//! exist is [`GcpError::NotFound`], distinct from other refusals, because
+//! the webhook looks for a disk in several zones.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use secrecy::ExposeSecret;
+use serde_json::Value;
+use url::Url;
+
+use super::call;
+use super::error::GcpError;
+use super::token::TokenSource;
+use crate::endpoint::SecureEndpoint;
+
+/// Compute Engine API v1, as the in-tree GCE provider called it.
+pub const COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com/compute/v1/";
+
+const SERVICE: &str = "compute";
+
+/// A persistent disk's placement, names only (the last component of the
+/// URLs Compute answers with).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disk {
+    pub name: String,
+    /// The zone of a zonal disk; `None` for a regional one.
+    pub zone: Option<String>,
+    /// The region: a regional disk's `region`; for a zonal disk, the zone
+    /// without its last `-x` (as the in-tree labeler derived it).
+    pub region: Option<String>,
+    /// A regional disk's two zones (never empty for a regional disk); empty
+    /// for a zonal one.
+    pub replica_zones: Vec<String>,
+}
+
+impl Disk {
+    pub fn is_regional(&self) -> bool {
+        !self.replica_zones.is_empty()
+    }
+}
+
+/// `us-central1-a` → `us-central1`: a zone's region, as the in-tree GCE
+/// provider derived it (the zone without its last `-` part).
+pub fn region_of_zone(zone: &str) -> Option<&str> {
+    zone.rsplit_once('-')
+        .filter(|(region, suffix)| !region.is_empty() && !suffix.is_empty())
+        .map(|(region, _)| region)
+}
+
+/// Calls to one Compute endpoint with tokens from one source.
+#[derive(Clone)]
+pub struct ComputeClient {
+    http: reqwest::Client,
+    base: Url,
+    tokens: Arc<dyn TokenSource>,
+}
+
+impl fmt::Debug for ComputeClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ComputeClient")
+            .field("base", &self.base.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ComputeClient {
+    /// `http` from [`crate::http::http_client`]; `endpoint` is
+    /// [`COMPUTE_ENDPOINT`] or the one the program was given (see
+    /// [`super::endpoint`]); `tokens` usually a
+    /// [`super::CachedTokenSource`] in front of the metadata server.
+    pub fn new(http: reqwest::Client, endpoint: &SecureEndpoint, tokens: Arc<dyn TokenSource>) -> Self {
+        Self {
+            http,
+            base: super::base_url(endpoint),
+            tokens,
+        }
+    }
+
+    pub fn base(&self) -> &Url {
+        &self.base
+    }
+
+    /// `disks.get`: the zonal disk `name` in `zone`.
+    pub async fn disk(&self, project: &str, zone: &str, name: &str, deadline: Instant) -> Result<Disk, GcpError> {
+        let path = format!(
+            "projects/{}/zones/{}/disks/{}",
+            super::check_name("project", project)?,
+            super::check_name("zone", zone)?,
+            super::check_name("disk", name)?
+        );
+        let (url, json) = self.get(&path, deadline).await?;
+        let disk = parse_disk(&url, &json)?;
+        if disk.zone.is_none() {
+            return Err(call::garbage(SERVICE, &url, "the disk has no zone"));
+        }
+        Ok(disk)
+    }
+
+    /// `regionDisks.get`: the regional disk `name` in `region`.
+    pub async fn region_disk(
+        &self,
+        project: &str,
+        region: &str,
+        name: &str,
+        deadline: Instant,
+    ) -> Result<Disk, GcpError> {
+        let path = format!(
+            "projects/{}/regions/{}/disks/{}",
+            super::check_name("project", project)?,
+            super::check_name("region", region)?,
+            super::check_name("disk", name)?
+        );
+        let (url, json) = self.get(&path, deadline).await?;
+        let disk = parse_disk(&url, &json)?;
+        if !disk.is_regional() {
+            return Err(call::garbage(SERVICE, &url, "the regional disk has no replicaZones"));
+        }
+        Ok(disk)
+    }
+
+    /// GET `path` with a bearer token, all before `deadline`.
+    async fn get(&self, path: &str, deadline: Instant) -> Result<(Url, Value), GcpError> {
+        let url = call::join(SERVICE, &self.base, path)?;
+        let started = Instant::now();
+        let token = tokio::time::timeout_at(deadline.into(), self.tokens.token())
+            .await
+            .map_err(|_| GcpError::Deadline {
+                service: "the access token source for compute",
+                url: crate::http::shown_url(&url),
+                after: deadline.saturating_duration_since(started),
+            })??;
+        let secret = token.secret().expose_secret();
+        let request = self.http.get(url.clone()).bearer_auth(secret);
+        let body = call::send(SERVICE, &url, request, deadline, &[secret]).await?;
+        let json = call::json(SERVICE, &url, &body)?;
+        Ok((url, json))
+    }
+}
+
+/// The names in a disk resource: `name`, and the last components of
+/// `zone`, `region` and `replicaZones[]`, each a valid name.
+fn parse_disk(url: &Url, json: &Value) -> Result<Disk, GcpError> {
+    let garbage = |problem: String| call::garbage(SERVICE, url, problem);
+    let last = |field: &str, value: &Value| -> Result<String, GcpError> {
+        let text = value
+            .as_str()
+            .ok_or_else(|| garbage(format!("{field} is not a string")))?;
+        let name = text.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+        super::check_name("zone or region", name)
+            .map(str::to_owned)
+            .map_err(|e| garbage(format!("{field}: {e}")))
+    };
+    let name = json["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| garbage("the disk has no name".into()))?
+        .to_owned();
+    let zone = json.get("zone").map(|z| last("zone", z)).transpose()?;
+    let region = json.get("region").map(|r| last("region", r)).transpose()?;
+    let replica_zones = match json.get("replicaZones") {
+        None => Vec::new(),
+        Some(Value::Array(zones)) => zones
+            .iter()
+            .map(|z| last("replicaZones", z))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(garbage("replicaZones is not a list".into())),
+    };
+    let region = region.or_else(|| zone.as_deref().and_then(region_of_zone).map(str::to_owned));
+    Ok(Disk {
+        name,
+        zone,
+        region,
+        replica_zones,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url() -> Url {
+        Url::parse("https://compute.googleapis.com/compute/v1/projects/p/zones/z/disks/d").unwrap()
+    }
+
+    #[test]
+    fn zonal_and_regional_disks() {
+        let zonal = serde_json::json!({
+            "kind": "compute#disk", "name": "pd-1",
+            "zone": "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-b"
+        });
+        assert_eq!(
+            parse_disk(&url(), &zonal).unwrap(),
+            Disk {
+                name: "pd-1".into(),
+                zone: Some("us-central1-b".into()),
+                region: Some("us-central1".into()),
+                replica_zones: vec![],
+            }
+        );
+        let regional = serde_json::json!({
+            "name": "rpd", "region": "https://www.googleapis.com/compute/v1/projects/p/regions/europe-west1",
+            "replicaZones": [
+                "https://www.googleapis.com/compute/v1/projects/p/zones/europe-west1-b",
+                "https://www.googleapis.com/compute/v1/projects/p/zones/europe-west1-c"
+            ]
+        });
+        let disk = parse_disk(&url(), &regional).unwrap();
+        assert!(disk.is_regional());
+        assert_eq!(disk.zone, None);
+        assert_eq!(disk.region.as_deref(), Some("europe-west1"));
+        assert_eq!(disk.replica_zones, ["europe-west1-b", "europe-west1-c"]);
+    }
+
+    #[test]
+    fn unusable_disks_are_errors() {
+        for bad in [
+            serde_json::json!({"zone": "zones/a"}),
+            serde_json::json!({"name": "d", "zone": 5}),
+            serde_json::json!({"name": "d", "zone": "zones/bad zone"}),
+            serde_json::json!({"name": "d", "replicaZones": "a"}),
+            serde_json::json!({"name": "d", "replicaZones": ["zones/.."]}),
+        ] {
+            let error = parse_disk(&url(), &bad).unwrap_err().to_string();
+            assert!(
+                error.starts_with("compute sent an unusable answer for https://"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn regions_of_zones() {
+        assert_eq!(region_of_zone("us-central1-a"), Some("us-central1"));
+        assert_eq!(region_of_zone("europe-west4-b"), Some("europe-west4"));
+        assert_eq!(region_of_zone("nozone"), None);
+        assert_eq!(region_of_zone("-a"), None);
+    }
+}

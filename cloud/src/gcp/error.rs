@@ -1,0 +1,241 @@
+//! What went wrong in a Google call, typed, and Google's error bodies read.
+//!
+//! An operator reading one log line must learn which URL was called, what
+//! HTTP status came back and what Google said (`error.errors[0].reason` or
+//! the `ErrorInfo` reason, `error.status`, `error.message`; or OAuth's
+//! `error`/`error_description` from STS), without any secret the call held:
+//! every piece of remote text goes through [`clean_text`] with those secrets.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::http::BodyError;
+use crate::logging::clean_text;
+use crate::metadata::MetadataError;
+
+/// The most of Google's message kept in an error.
+const MESSAGE_LIMIT: usize = 500;
+/// The most of a reason or status kept (they are short identifiers).
+const REASON_LIMIT: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GcpError {
+    /// The metadata server failed or is not there.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    /// Google answered 404: the resource (a disk in that zone, say) does not
+    /// exist. Distinct from other refusals: the webhook tries several zones.
+    #[error("{service}: {url} not found (HTTP 404: {detail})")]
+    NotFound {
+        service: &'static str,
+        url: String,
+        detail: ErrorDetail,
+    },
+    /// Google answered with an error status other than 404.
+    #[error("{service} answered HTTP {status} for {url}: {detail}")]
+    Api {
+        service: &'static str,
+        url: String,
+        status: u16,
+        detail: ErrorDetail,
+    },
+    /// No answer within the caller's deadline (or the client's timeout).
+    #[error("{service} did not answer {url} within {after:?}")]
+    Deadline {
+        service: &'static str,
+        url: String,
+        after: Duration,
+    },
+    #[error("cannot reach {service} at {url}: {reason}")]
+    Transport {
+        service: &'static str,
+        url: String,
+        reason: String,
+    },
+    /// A success status with an answer we cannot use.
+    #[error("{service} sent an unusable answer for {url}: {problem}")]
+    Garbage {
+        service: &'static str,
+        url: String,
+        problem: String,
+    },
+    #[error("{service}: {source}")]
+    TooLarge {
+        service: &'static str,
+        #[source]
+        source: BodyError,
+    },
+    #[error(transparent)]
+    Client(#[from] crate::http::HttpClientError),
+    /// A name that cannot be one segment of an API path; nothing was sent.
+    #[error("{what} {value:?} is not a valid name: {problem}")]
+    InvalidName {
+        what: &'static str,
+        value: String,
+        problem: &'static str,
+    },
+    /// `GCE_METADATA_HOST` (or the value given in its place) is not `host[:port]`.
+    #[error("GCE_METADATA_HOST {value:?} {problem}")]
+    MetadataHost { value: String, problem: String },
+}
+
+impl GcpError {
+    /// True for Google's 404: the resource does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, GcpError::NotFound { .. })
+    }
+
+    /// The HTTP status Google answered, for API errors.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            GcpError::NotFound { .. } => Some(404),
+            GcpError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Google's error details, for API errors.
+    pub fn detail(&self) -> Option<&ErrorDetail> {
+        match self {
+            GcpError::NotFound { detail, .. } | GcpError::Api { detail, .. } => Some(detail),
+            _ => None,
+        }
+    }
+}
+
+/// What Google said in an error body, cleaned for a log line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrorDetail {
+    /// The machine-readable reason: `error.errors[0].reason` (`forbidden`,
+    /// `notFound`, `insufficientPermissions`), else the reason of an
+    /// `ErrorInfo` in `error.details` (`IAM_PERMISSION_DENIED`), else OAuth's
+    /// `error` (`invalid_grant`, from STS).
+    pub reason: Option<String>,
+    /// `error.status`, the gRPC code name (`PERMISSION_DENIED`).
+    pub status: Option<String>,
+    /// `error.message` (or OAuth's `error_description`); for a body that is
+    /// not Google's JSON, the start of the body itself.
+    pub message: Option<String>,
+}
+
+impl fmt::Display for ErrorDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let code = match (&self.reason, &self.status) {
+            (Some(reason), Some(status)) if reason != status => Some(format!("{reason} ({status})")),
+            (Some(code), _) | (None, Some(code)) => Some(code.clone()),
+            (None, None) => None,
+        };
+        match (code, &self.message) {
+            (Some(code), Some(message)) => write!(f, "{code}: {message}"),
+            (Some(code), None) => f.write_str(&code),
+            (None, Some(message)) => f.write_str(message),
+            (None, None) => f.write_str("no error details in the answer"),
+        }
+    }
+}
+
+impl ErrorDetail {
+    /// Reads an error body, Google's JSON (`{"error": {...}}`) or OAuth's
+    /// (`{"error": "...", "error_description": "..."}`); anything else is
+    /// kept as the message. Every run of a secret in `secrets` is cut out.
+    pub fn parse(body: &[u8], secrets: &[&str]) -> Self {
+        let text = |value: &Value, limit| {
+            value
+                .as_str()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| clean_text(s, secrets, limit))
+        };
+        let Ok(json) = serde_json::from_slice::<Value>(body) else {
+            let body = String::from_utf8_lossy(body);
+            return Self {
+                message: Some(body.trim())
+                    .filter(|b| !b.is_empty())
+                    .map(|b| clean_text(b, secrets, MESSAGE_LIMIT)),
+                ..Self::default()
+            };
+        };
+        let error = &json["error"];
+        if error.is_string() {
+            return Self {
+                reason: text(error, REASON_LIMIT),
+                status: None,
+                message: text(&json["error_description"], MESSAGE_LIMIT),
+            };
+        }
+        let info_reason = error["details"].as_array().and_then(|details| {
+            details
+                .iter()
+                .filter(|d| d["@type"].as_str().is_some_and(|t| t.ends_with("google.rpc.ErrorInfo")))
+                .find_map(|d| text(&d["reason"], REASON_LIMIT))
+        });
+        Self {
+            reason: text(&error["errors"][0]["reason"], REASON_LIMIT).or(info_reason),
+            status: text(&error["status"], REASON_LIMIT),
+            message: text(&error["message"], MESSAGE_LIMIT)
+                .or_else(|| text(&error["errors"][0]["message"], MESSAGE_LIMIT)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compute_errors_give_reason_and_message() {
+        let body = br#"{"error":{"code":403,"message":"Required 'compute.disks.get' permission for 'projects/p/zones/z/disks/d'","errors":[{"message":"Required 'compute.disks.get' permission","domain":"global","reason":"forbidden"}]}}"#;
+        let detail = ErrorDetail::parse(body, &[]);
+        assert_eq!(detail.reason.as_deref(), Some("forbidden"));
+        assert_eq!(detail.status, None);
+        assert_eq!(
+            detail.to_string(),
+            "forbidden: Required 'compute.disks.get' permission for 'projects/p/zones/z/disks/d'"
+        );
+    }
+
+    #[test]
+    fn error_info_reason_and_status() {
+        let body = br#"{"error":{"code":403,"message":"Permission 'iam.serviceAccounts.getAccessToken' denied on resource (or it may not exist).","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"IAM_PERMISSION_DENIED","domain":"iam.googleapis.com"}]}}"#;
+        let detail = ErrorDetail::parse(body, &[]);
+        assert_eq!(detail.reason.as_deref(), Some("IAM_PERMISSION_DENIED"));
+        assert_eq!(detail.status.as_deref(), Some("PERMISSION_DENIED"));
+        assert!(
+            detail
+                .to_string()
+                .starts_with("IAM_PERMISSION_DENIED (PERMISSION_DENIED): Permission 'iam.")
+        );
+    }
+
+    #[test]
+    fn oauth_errors_and_secrets() {
+        let token = "eyJhbGciOiJSUzI1NiJ9.c3ViamVjdA.c2lnbmF0dXJl";
+        let body = format!(
+            r#"{{"error":"invalid_grant","error_description":"The given token {token} is invalid.\nE1 forged"}}"#
+        );
+        let detail = ErrorDetail::parse(body.as_bytes(), &[token]);
+        assert_eq!(detail.reason.as_deref(), Some("invalid_grant"));
+        assert_eq!(
+            detail.message.as_deref(),
+            Some("The given token <redacted> is invalid.\\nE1 forged")
+        );
+    }
+
+    #[test]
+    fn other_bodies_are_the_message() {
+        let detail = ErrorDetail::parse(b"<html>\n502 Bad Gateway</html>", &[]);
+        assert_eq!(detail.to_string(), "<html>\\n502 Bad Gateway</html>");
+        assert_eq!(
+            ErrorDetail::parse(b"", &[]).to_string(),
+            "no error details in the answer"
+        );
+        assert_eq!(
+            ErrorDetail::parse(br#"{"error":{"status":"NOT_FOUND"}}"#, &[]).to_string(),
+            "NOT_FOUND"
+        );
+        let huge = "x".repeat(1 << 20);
+        assert!(ErrorDetail::parse(huge.as_bytes(), &[]).to_string().chars().count() <= MESSAGE_LIMIT + 1);
+    }
+}
