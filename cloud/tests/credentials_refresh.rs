@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use cloud_access::aws::{CredentialsChain, EndpointOptions};
+use cloud_access::aws::{AwsConfig, CredentialsChain};
 
 /// Serves credentials that expire `lifetime` from each call; counts calls.
 async fn endpoint(lifetime: Duration) -> (String, Arc<AtomicUsize>) {
@@ -35,8 +35,8 @@ async fn endpoint(lifetime: Duration) -> (String, Arc<AtomicUsize>) {
 
 fn chain(url: &str) -> CredentialsChain {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    CredentialsChain::new(reqwest::Client::new(), "us-east-1".into(), EndpointOptions::default())
-        .with_environment(vec![("AWS_CONTAINER_CREDENTIALS_FULL_URI".into(), url.into())])
+    let config = AwsConfig::from_variables([("AWS_CONTAINER_CREDENTIALS_FULL_URI", url)]);
+    CredentialsChain::new(reqwest::Client::new(), "us-east-1", config)
 }
 
 #[tokio::test]
@@ -62,8 +62,8 @@ async fn credentials_about_to_expire_are_refreshed() {
 
 #[tokio::test]
 async fn nothing_found_names_every_source_tried() {
-    let chain = CredentialsChain::new(reqwest::Client::new(), "us-east-1".into(), EndpointOptions::default())
-        .with_environment(vec![("AWS_EC2_METADATA_DISABLED".into(), "true".into())]);
+    let config = AwsConfig::from_variables([("AWS_EC2_METADATA_DISABLED", "true")]);
+    let chain = CredentialsChain::new(reqwest::Client::new(), "us-east-1", config);
     let error = chain.credentials().await.unwrap_err().to_string();
     assert!(error.starts_with("no AWS credentials found"), "{error}");
     assert!(error.contains("IMDS disabled"), "{error}");

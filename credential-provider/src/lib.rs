@@ -81,7 +81,7 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
                 allowed_accounts: args.allowed_accounts,
                 require_role_annotation: args.require_role_annotation,
                 timeout: args.timeout,
-                endpoints: cloud_access::aws::EndpointOptions::from_env(),
+                aws: cloud_access::aws::AwsConfig::from_env(),
             })
             .map_err(BackendError::from)?;
             serve_request(&backend, stdin, stdout).await

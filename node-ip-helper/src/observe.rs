@@ -125,25 +125,28 @@ pub async fn detect_provider(
 /// the host's name (and IMDS's `local-hostname`) differ from it, and the AWS
 /// cloud controller manager names nodes after it.
 async fn with_ec2_private_dns(mut instance: Instance, timeout: Duration) -> Result<Instance, Error> {
-    use cloud_access::aws::{AwsClient, CredentialsChain, EndpointOptions, ec2};
+    use cloud_access::aws::{AwsClient, AwsConfig, CredentialsChain, ec2};
     let id = instance.instance_id.clone().unwrap_or_default();
     let fail = |reason: String| Error::PrivateDns {
         instance: id.clone(),
         reason,
     };
-    let region = instance
-        .region
-        .clone()
-        .or_else(|| std::env::var("AWS_REGION").ok())
-        .ok_or_else(|| fail("the metadata service gave no region; set AWS_REGION".into()))?;
+    let aws = AwsConfig::from_env();
+    let region = match instance.region.clone() {
+        Some(region) => region,
+        None => aws
+            .region()
+            .map_err(|e| fail(e.to_string()))?
+            .ok_or_else(|| fail("the metadata service gave no region; set AWS_REGION".into()))?
+            .to_owned(),
+    };
     let user_agent = concat!("node-ip-helper/", env!("CARGO_PKG_VERSION"));
     let http = cloud_access::http_client(user_agent, timeout).map_err(|e| fail(e.to_string()))?;
-    let endpoints = EndpointOptions::from_env();
-    let credentials = CredentialsChain::new(http.clone(), region.clone(), endpoints.clone())
+    let client = AwsClient::new(http.clone(), region.clone(), aws.endpoints().clone());
+    let credentials = CredentialsChain::new(http, region, aws)
         .credentials()
         .await
         .map_err(|e| fail(e.to_string()))?;
-    let client = AwsClient::new(http, region, endpoints);
     let deadline = std::time::Instant::now() + timeout * 3;
     let name = ec2::private_dns_name(&client, &id, &credentials, deadline)
         .await

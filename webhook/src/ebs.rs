@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use cloud_access::aws::{AwsClient, AwsCredentials, AwsError, CredentialsChain, EndpointOptions, ec2};
+use cloud_access::aws::{AwsClient, AwsConfig, AwsCredentials, AwsError, CredentialsChain, ec2};
 
 use crate::builtin::aws_region_of_zone;
 use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
@@ -25,6 +25,8 @@ pub struct EbsLookup {
     client: AwsClient,
     credentials: Credentials,
     deadline: Duration,
+    /// How the operator changes the region, for errors ("set --aws-region").
+    region_hint: &'static str,
 }
 
 impl std::fmt::Debug for EbsLookup {
@@ -36,20 +38,20 @@ impl std::fmt::Debug for EbsLookup {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("--aws-ebs-lookup: {0}")]
+#[error("the EBS lookup's HTTP client: {0}")]
 pub struct EbsSetupError(#[from] cloud_access::HttpClientError);
 
 impl EbsLookup {
     /// A lookup in `region`, with the standard credential chain and the
-    /// `AWS_ENDPOINT_URL*` variables; each call must end within `deadline`.
-    pub fn new(region: String, deadline: Duration) -> Result<Self, EbsSetupError> {
+    /// endpoints of `config`; each call must end within `deadline`.
+    pub fn new(region: String, deadline: Duration, config: AwsConfig) -> Result<Self, EbsSetupError> {
         let user_agent = concat!("pv-topology-webhook/", env!("CARGO_PKG_VERSION"));
         let http = cloud_access::http_client(user_agent, deadline)?;
-        let endpoints = EndpointOptions::from_env();
         Ok(Self {
-            credentials: Credentials::Chain(CredentialsChain::new(http.clone(), region.clone(), endpoints.clone())),
-            client: AwsClient::new(http, region, endpoints),
+            client: AwsClient::new(http.clone(), region.clone(), config.endpoints().clone()),
+            credentials: Credentials::Chain(CredentialsChain::new(http, region, config)),
             deadline,
+            region_hint: "set the region",
         })
     }
 
@@ -59,7 +61,15 @@ impl EbsLookup {
             client,
             credentials: Credentials::Fixed(credentials),
             deadline,
+            region_hint: "set the region",
         }
+    }
+
+    /// How errors tell the operator to change the region (the program's flag).
+    #[must_use]
+    pub fn with_region_hint(mut self, hint: &'static str) -> Self {
+        self.region_hint = hint;
+        self
     }
 
     async fn describe(&self, volume_id: &str) -> Result<Topology, LookupError> {
@@ -75,8 +85,9 @@ impl EbsLookup {
             .await
             .map_err(|e| match e.code() {
                 Some("InvalidVolume.NotFound") | Some("InvalidVolumeID.Malformed") => LookupError::Failed(format!(
-                    "{e} (is the volume in region {}? set --aws-region)",
-                    self.client.region()
+                    "{e} (is the volume in region {}? {})",
+                    self.client.region(),
+                    self.region_hint
                 )),
                 _ => failed(e),
             })?;

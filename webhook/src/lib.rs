@@ -33,6 +33,8 @@ pub mod topology;
 
 use std::io::{Read as _, Write as _};
 
+use cloud_access::aws::AwsConfig;
+use cloud_access::aws::endpoints::valid_region;
 use thiserror::Error;
 
 use crate::certs::CertsError;
@@ -63,10 +65,14 @@ pub enum Error {
     Certs(#[from] CertsError),
     #[error("{0} received during shutdown: stopped without draining")]
     Interrupted(&'static str),
-    #[error(transparent)]
+    #[error("--aws-ebs-lookup: {0}")]
     Ebs(#[from] ebs::EbsSetupError),
     #[error("--aws-ebs-lookup needs a region: set --aws-region (or AWS_REGION)")]
     NoRegion,
+    #[error("--aws-region {0:?} is not an AWS region: use a name such as us-east-1")]
+    BadRegion(String),
+    #[error("--aws-ebs-lookup: {0}")]
+    AwsConfig(#[from] cloud_access::aws::AwsConfigError),
 }
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file is
@@ -79,14 +85,13 @@ pub fn reviewer(
     let rules = Rules::load(&topology.rules)?;
     let mut resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
     if topology.aws_ebs_lookup {
-        let region = topology
-            .aws_region
-            .clone()
-            .or_else(|| std::env::var("AWS_REGION").ok())
-            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
-            .filter(|r| !r.is_empty())
-            .ok_or(Error::NoRegion)?;
-        let ebs = ebs::EbsLookup::new(region, topology.lookup_timeout)?;
+        let aws = AwsConfig::from_env();
+        let region = match topology.aws_region.as_deref().filter(|r| !r.is_empty()) {
+            Some(flag) if valid_region(flag) => flag.to_owned(),
+            Some(flag) => return Err(Error::BadRegion(cloud_access::logging::clean_text(flag, &[], 64))),
+            None => aws.region()?.ok_or(Error::NoRegion)?.to_owned(),
+        };
+        let ebs = ebs::EbsLookup::new(region, topology.lookup_timeout, aws)?.with_region_hint("set --aws-region");
         let mut cached = CachedLookup::new(ebs, topology.lookup_cache_size, topology.lookup_cache_ttl);
         if let Some(metrics) = metrics {
             cached = cached.with_counters(metrics.cache_counters("aws-ebs"));

@@ -260,3 +260,38 @@ async fn lookups_stay_inside_the_deadline() {
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert!(error.to_string().contains("DescribeVolumes"), "{error}");
 }
+
+/// The region comes from `--aws-region`, else `AWS_REGION`, else
+/// `AWS_DEFAULT_REGION`; a value that cannot be a region (it becomes part
+/// of a host name) is refused at start-up, naming where it came from.
+#[test]
+fn regions_that_cannot_be_regions_are_refused_at_start_up() {
+    let start = |flags: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"));
+        command
+            .args(["review", "--aws-ebs-lookup"])
+            .args(flags)
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_DEFAULT_REGION")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .stdin(Stdio::null());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let error = start(&["--aws-region", "us-east-1.attacker.example"], &[]);
+    assert!(
+        error.contains("--aws-region \"us-east-1.attacker.example\" is not an AWS region"),
+        "{error}"
+    );
+    let error = start(&[], &[("AWS_DEFAULT_REGION", "eu west 1")]);
+    assert!(
+        error.contains("AWS_DEFAULT_REGION=\"eu west 1\" is not an AWS region"),
+        "{error}"
+    );
+    let error = start(&[], &[]);
+    assert!(error.contains("--aws-ebs-lookup needs a region"), "{error}");
+}

@@ -3,9 +3,10 @@
 
 use std::time::Instant;
 
-use super::client::{AwsClient, AwsError};
+use super::client::AwsClient;
 use super::credentials::AwsCredentials;
 use super::endpoints::EC2;
+use super::error::AwsError;
 
 const VERSION: &str = "2016-11-15";
 

@@ -7,9 +7,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use secrecy::SecretString;
 
-use super::client::{AwsClient, AwsError};
+use super::client::AwsClient;
 use super::credentials::AwsCredentials;
 use super::endpoints::{ECR, ECR_PUBLIC};
+use super::error::AwsError;
 
 /// What a registry host says about where its API lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +61,7 @@ pub fn parse_registry(host: &str) -> Option<Registry> {
                 "ecr-fips" => true,
                 _ => return None,
             };
-            if !PRIVATE_SUFFIXES.contains(&suffix) || !valid_region(region) {
+            if !PRIVATE_SUFFIXES.contains(&suffix) || !super::endpoints::valid_region(region) {
                 return None;
             }
             return Some(Registry::Private {
@@ -74,7 +75,7 @@ pub fn parse_registry(host: &str) -> Option<Registry> {
         ("dkr-ecr-fips", "on.aws") => (true, true),
         _ => return None,
     };
-    if !valid_region(region) {
+    if !super::endpoints::valid_region(region) {
         return None;
     }
     Some(Registry::Private {
@@ -83,14 +84,6 @@ pub fn parse_registry(host: &str) -> Option<Registry> {
         fips,
         dual_stack,
     })
-}
-
-fn valid_region(region: &str) -> bool {
-    !region.is_empty()
-        && region.split('-').count() >= 3
-        && region
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// A registry login.

@@ -67,6 +67,17 @@ pub fn partition(region: &str) -> Partition {
     }
 }
 
+/// Whether `region` has a region's form (`us-east-1`, `us-gov-west-1`): it
+/// becomes part of a host name, so nothing else may pass.
+pub fn valid_region(region: &str) -> bool {
+    region.len() <= 64
+        && region.split('-').count() >= 3
+        && region.split('-').all(|part| !part.is_empty())
+        && region
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
 /// One AWS API: the names that make up its endpoint and its signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Service {
@@ -122,7 +133,7 @@ pub const STS: Service = Service {
     max_answer: 1 << 20,
 };
 
-/// How to reach endpoints; from the environment by [`EndpointOptions::from_env`].
+/// How to reach endpoints; from the environment by [`AwsConfig`](super::AwsConfig).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointOptions {
     pub fips: bool,
@@ -131,23 +142,6 @@ pub struct EndpointOptions {
     pub global_override: Option<String>,
     /// `AWS_ENDPOINT_URL_<SERVICE>` values, looked up per service.
     pub service_overrides: Vec<(String, String)>,
-}
-
-impl EndpointOptions {
-    /// `AWS_USE_FIPS_ENDPOINT`, `AWS_USE_DUALSTACK_ENDPOINT`, `AWS_ENDPOINT_URL`
-    /// and `AWS_ENDPOINT_URL_<SERVICE>`, as the AWS SDKs read them.
-    pub fn from_env() -> Self {
-        let flag = |name| std::env::var(name).is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-        Self {
-            fips: flag("AWS_USE_FIPS_ENDPOINT"),
-            dual_stack: flag("AWS_USE_DUALSTACK_ENDPOINT"),
-            global_override: std::env::var("AWS_ENDPOINT_URL").ok().filter(|v| !v.is_empty()),
-            service_overrides: std::env::vars()
-                .filter_map(|(k, v)| k.strip_prefix("AWS_ENDPOINT_URL_").map(|id| (id.to_owned(), v)))
-                .filter(|(_, v)| !v.is_empty())
-                .collect(),
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

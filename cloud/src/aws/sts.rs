@@ -2,13 +2,13 @@
 //! token (a Kubernetes service-account token). The call itself is not
 //! signed: the token is the proof.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use secrecy::SecretString;
 use url::Url;
 
-use super::client::{self, AwsError};
-use super::credentials::AwsCredentials;
+use super::credentials::{AwsCredentials, parse_timestamp};
+use super::error::{self, AwsError};
 
 const ACTION: &str = "AssumeRoleWithWebIdentity";
 
@@ -39,14 +39,14 @@ pub async fn assume_role_with_web_identity(
         .form(&form)
         .send()
         .await
-        .map_err(|e| client::transport_error("sts", ACTION, endpoint, e))?;
+        .map_err(|e| error::transport_error("sts", ACTION, endpoint, e))?;
     let status = response.status().as_u16();
-    let body = client::read_answer(super::endpoints::STS, ACTION, endpoint, response).await?;
+    let body = error::read_answer(super::endpoints::STS, ACTION, endpoint, response).await?;
     let body = String::from_utf8_lossy(&body);
     if !(200..300).contains(&status) {
         // STS may echo the token it refuses: whoever holds it (the request
         // or the node's AWS_WEB_IDENTITY_TOKEN_FILE), it is cut out here.
-        return Err(client::xml_error("sts", ACTION, status, &body, &[token]));
+        return Err(error::xml_error("sts", ACTION, status, &body, &[token]));
     }
     parse_credentials(&body).ok_or_else(|| AwsError::Garbage {
         service: "sts",
@@ -74,12 +74,6 @@ fn parse_credentials(xml: &str) -> Option<AwsCredentials> {
     })
 }
 
-/// An ISO 8601 UTC timestamp as AWS writes them (`2026-11-30T05:34:04Z`,
-/// with or without fractional seconds).
-pub fn parse_timestamp(text: &str) -> Option<SystemTime> {
-    humantime::parse_rfc3339_weak(text.trim().trim_end_matches('Z')).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,13 +93,5 @@ mod tests {
             .unwrap()
             .as_secs();
         assert_eq!(expires, 1_796_016_844);
-    }
-
-    #[test]
-    fn timestamps() {
-        let at = |t| parse_timestamp(t).map(|s| s.duration_since(UNIX_EPOCH).unwrap().as_secs());
-        assert_eq!(at("2015-01-01T00:00:00Z"), Some(1_420_070_400));
-        assert_eq!(at("2015-01-01T00:00:00.5Z"), Some(1_420_070_400));
-        assert_eq!(at("yesterday"), None);
     }
 }

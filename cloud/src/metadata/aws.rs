@@ -1,5 +1,7 @@
 //! AWS EC2 instance metadata (IMDSv2): a session token from
-//! `PUT /latest/api/token`, then `GET /latest/meta-data/...` with it.
+//! `PUT /latest/api/token`, then `GET /latest/meta-data/...` with it. The
+//! suite's one IMDS client: the instance's addresses here, and the instance
+//! role's credentials for the AWS credential chain.
 //!
 //! Address order follows the AWS cloud controller manager: every private
 //! IPv4 of each network interface by device index (primary first), the
@@ -13,9 +15,48 @@ pub const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]/";
 
 const TOKEN_TTL_SECONDS: &str = "300";
 
+/// An IMDSv2 session: every read carries its token.
+struct Session {
+    token: String,
+}
+
+impl Session {
+    async fn open(client: &MetadataClient) -> Result<Self, MetadataError> {
+        Ok(Self {
+            token: session_token(client).await?,
+        })
+    }
+
+    fn headers(&self) -> [(&str, &str); 1] {
+        [("X-aws-ec2-metadata-token", self.token.as_str())]
+    }
+}
+
+/// The instance role's credentials document (`iam/security-credentials/<role>`,
+/// JSON), or `None` when the instance has no role.
+pub(crate) async fn instance_role_credentials(client: &MetadataClient) -> Result<Option<String>, MetadataError> {
+    const ROLES: &str = "latest/meta-data/iam/security-credentials/";
+    let session = Session::open(client).await?;
+    let headers = session.headers();
+    let Some(roles) = client.get(ROLES, &headers).await? else {
+        return Ok(None);
+    };
+    let Some(role) = roles.lines().map(str::trim).find(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    // The role's name goes into a path: nothing that could leave it.
+    if !role
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"+=,.@_-".contains(&b))
+    {
+        return Err(client.garbage(ROLES, format!("{:?} is not an IAM role name", super::shorten(role))));
+    }
+    client.get(&format!("{ROLES}{role}"), &headers).await
+}
+
 pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, MetadataError> {
-    let token = session_token(client).await?;
-    let headers = [("X-aws-ec2-metadata-token", token.as_str())];
+    let session = Session::open(client).await?;
+    let headers = session.headers();
     let get = |path: &'static str| client.get(path, &headers);
 
     let mut instance = Instance {

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use cloud_access::aws::AwsConfig;
 use cloud_access::aws::ecr::{self, Registry};
 use cloud_access::aws::endpoints::{self, EndpointOptions};
 use cloud_access::aws::{AwsClient, AwsError, CredentialsChain, arn, sts};
@@ -31,7 +32,8 @@ pub struct EcrSettings {
     /// Refuse pulls whose service account names no role.
     pub require_role_annotation: bool,
     pub timeout: Duration,
-    pub endpoints: EndpointOptions,
+    /// Endpoints and the credential chain's variables.
+    pub aws: AwsConfig,
 }
 
 #[derive(Debug)]
@@ -120,9 +122,9 @@ impl EcrBackend {
         };
         // The registry's own flavour of endpoint, unless overridden.
         let options = EndpointOptions {
-            fips: fips || self.settings.endpoints.fips,
-            dual_stack: dual_stack || self.settings.endpoints.dual_stack,
-            ..self.settings.endpoints.clone()
+            fips: fips || self.settings.aws.endpoints().fips,
+            dual_stack: dual_stack || self.settings.aws.endpoints().dual_stack,
+            ..self.settings.aws.endpoints().clone()
         };
         let role = self.role_to_assume(request)?;
         let ecr_endpoint = endpoints::endpoint(
@@ -130,7 +132,7 @@ impl EcrBackend {
             &region,
             &options,
         )?;
-        let sts_endpoint = endpoints::endpoint(endpoints::STS, &region, &self.settings.endpoints)?;
+        let sts_endpoint = endpoints::endpoint(endpoints::STS, &region, self.settings.aws.endpoints())?;
         let http = self.client(&[&ecr_endpoint, &sts_endpoint])?;
         let client = AwsClient::new(http.clone(), region.clone(), options.clone());
 
@@ -147,7 +149,7 @@ impl EcrBackend {
                     })?
             }
             None => {
-                let chain = CredentialsChain::new(http.clone(), region.clone(), self.settings.endpoints.clone());
+                let chain = CredentialsChain::new(http.clone(), region.clone(), self.settings.aws.clone());
                 chain.credentials().await?
             }
         };
