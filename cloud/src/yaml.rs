@@ -66,11 +66,20 @@ pub fn check_nesting(text: &str) -> Result<(), NestingError> {
     Ok(())
 }
 
+/// Why YAML from outside was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlError {
+    #[error(transparent)]
+    Nesting(#[from] NestingError),
+    #[error(transparent)]
+    Syntax(#[from] serde_yaml_ng::Error),
+}
+
 /// [`check_nesting`], then `serde_yaml_ng::from_str`: the one way programs
-/// parse YAML from outside. `serde_yaml_ng`'s error, or the guard's, as text.
-pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
-    check_nesting(text).map_err(|e| e.to_string())?;
-    serde_yaml_ng::from_str(text).map_err(|e| e.to_string())
+/// parse YAML from outside.
+pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    check_nesting(text)?;
+    Ok(serde_yaml_ng::from_str(text)?)
 }
 
 #[cfg(test)]
@@ -104,7 +113,12 @@ mod tests {
             Err(NestingError::TooDeep { line: 1, .. })
         ));
         let refused: Result<serde_yaml_ng::Value, _> = from_str(&deep);
-        assert!(refused.unwrap_err().contains("nested more than 32 levels deep"));
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("nested more than 32 levels deep")
+        );
         // Brackets inside real quoted strings and comments count too.
         let nested = "[".repeat(MAX_FLOW_DEPTH + 1);
         for text in [

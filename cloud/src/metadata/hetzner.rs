@@ -51,7 +51,7 @@ struct PrivateNetwork {
 
 pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, MetadataError> {
     let body = client.get_required(METADATA, &[]).await?;
-    let document: Document = crate::yaml::from_str(&body).map_err(|e| client.garbage(METADATA, e))?;
+    let document: Document = crate::yaml::from_str(&body).map_err(|e| client.garbage(METADATA, e.to_string()))?;
     let mut instance = Instance {
         hostname: Some(document.hostname.clone()),
         instance_id: Some(match &document.instance_id {
@@ -81,7 +81,7 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
     }
     if let Some(body) = client.get(PRIVATE_NETWORKS, &[]).await? {
         let networks: Vec<PrivateNetwork> =
-            crate::yaml::from_str(&body).map_err(|e| client.garbage(PRIVATE_NETWORKS, e))?;
+            crate::yaml::from_str(&body).map_err(|e| client.garbage(PRIVATE_NETWORKS, e.to_string()))?;
         for network in networks {
             instance.push(
                 AddressKind::InternalIP,
