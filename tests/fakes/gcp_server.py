@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""A fake of Google Cloud's APIs the suite calls, for tests: the GCE
+metadata server, Compute Engine disks.get and regionDisks.get, Security
+Token Service (STS) token exchange and IAM Credentials generateAccessToken.
+
+Written from Google's documented APIs (the metadata server's
+computeMetadata/v1 paths, the Compute v1 REST reference, the STS v1 and
+IAM Credentials v1 references), because no emulator of any of them exists
+(see ../shared/reference/upstream-gcp-azure-openstack.md, section D). Python
+3 standard library only. It binds 127.0.0.1 on a free port and prints the
+port on its first line.
+
+One scenario file (see tests/data/gcp/scenario.json):
+  {"metadata": {"tree": {"project/project-id": "demo-project",
+                         "instance/service-accounts/default/email": "...",
+                         "instance/service-accounts/default/scopes": "scope1\\nscope2",
+                         "instance/attributes/google-dockercfg": "{...}"},
+                "token": {"expires_in": 3599, "delay_seconds": 0, "status": 200}
+                         (null: the instance has no service account, 404)},
+   "compute": {"disks": [{"project", "zone", "name", "delay_seconds"?}],
+               "regionDisks": [{"project", "region", "name", "replicaZones": [zone, zone]}],
+               "denied_projects": ["p"]},
+   "sts": {"audience": "identitynamespace:P.svc.id.goog:PROVIDER",
+           "subject_tokens": ["the accepted service-account JWTs"], "expires_in": 3600,
+           "echo_subject_token": true},
+   "iam": {"service_accounts": ["app@P.iam.gserviceaccount.com"], "max_lifetime": 3600}}
+
+Metadata tree paths are relative to /computeMetadata/v1/; a path ending in
+"/" lists the tree's keys under it, as the server lists directories. The
+token endpoint's "expires_in" is the "token expires in N seconds" mode:
+each answer is a new token (ya29.metadata-1, -2, ...), so a refresh shows.
+
+What it enforces, as the real services do:
+  - metadata: `Metadata-Flavor: Google` required (403 without); a request
+    carrying `X-Forwarded-For` refused (403), as the real server refuses
+    proxied requests (the exact text of its refusal is not documented; ours
+    is our own); answers carry `Metadata-Flavor: Google`.
+  - Compute: a bearer token this fake issued and that has not expired (401
+    otherwise, Google's UNAUTHENTICATED body); a metadata token whose scopes
+    include neither cloud-platform nor compute is refused 403
+    (insufficientPermissions); a project in denied_projects is 403 with
+    Google's `forbidden` error body; an absent disk is 404 `notFound`.
+  - STS: grant_type, requested_token_type and subject_token_type as
+    documented; an unknown audience is `invalid_target`; a subject token not
+    in subject_tokens is `invalid_grant`, and with echo_subject_token its
+    description quotes the token (as a careless server might), so that the
+    tests prove the client cuts it out.
+  - IAM Credentials: a bearer token this fake issued; an account not in
+    service_accounts is 403 PERMISSION_DENIED with an ErrorInfo reason
+    IAM_PERMISSION_DENIED; `scope` a non-empty list and `lifetime` "<n>s" up
+    to max_lifetime (400 INVALID_ARGUMENT otherwise).
+
+GET /__requests answers {"METHOD /path": count} of the requests so far (not
+counting itself), so tests can count fetches.
+
+usage: gcp_server.py SCENARIO.json
+"""
+import json
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+METADATA_ROOT = "/computeMetadata/v1/"
+COMPUTE_URL = "https://www.googleapis.com/compute/v1/"
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+COMPUTE_SCOPES = {CLOUD_PLATFORM, "https://www.googleapis.com/auth/compute",
+                  "https://www.googleapis.com/auth/compute.readonly"}
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
+JWT = "urn:ietf:params:oauth:token-type:jwt"
+
+LOCK = threading.Lock()
+REQUESTS = Counter()
+ISSUED = {}  # token -> (expires at, scopes)
+SERIAL = Counter()
+
+
+def issue(kind, lifetime, scopes):
+    with LOCK:
+        SERIAL[kind] += 1
+        token = f"ya29.{kind}-{SERIAL[kind]}"
+        ISSUED[token] = (time.time() + lifetime, set(scopes))
+    return token
+
+
+def google_error(code, status, message, reason=None, info_reason=None):
+    error = {"code": code, "message": message, "status": status}
+    if reason:
+        error["errors"] = [{"message": message, "domain": "global", "reason": reason}]
+    if info_reason:
+        error["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                             "reason": info_reason, "domain": "iam.googleapis.com"}]
+    return {"error": error}
+
+
+UNAUTHENTICATED = google_error(
+    401, "UNAUTHENTICATED",
+    "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or "
+    "other valid authentication credential.", reason="authError")
+
+
+class Handler(BaseHTTPRequestHandler):
+    scenario = {}
+
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+    def reply(self, status, body, content_type="application/json", headers=()):
+        if not isinstance(body, str):
+            body = json.dumps(body)
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def count(self, path):
+        with LOCK:
+            REQUESTS[f"{self.command} {path}"] += 1
+
+    def bearer(self):
+        """The scopes of a valid bearer token this fake issued, or None."""
+        auth = self.headers.get("Authorization", "")
+        if not auth.startswith("Bearer "):
+            return None
+        with LOCK:
+            expires, scopes = ISSUED.get(auth[len("Bearer "):], (0, set()))
+        return scopes if expires > time.time() else None
+
+    def body_json(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 1 << 20:
+            return None
+        raw = self.rfile.read(length)
+        if "application/x-www-form-urlencoded" in self.headers.get("Content-Type", ""):
+            return {k: v[0] for k, v in parse_qs(raw.decode()).items()}
+        try:
+            return json.loads(raw or b"null")
+        except ValueError:
+            return None
+
+    def do_GET(self):
+        url = urlsplit(self.path)
+        path = unquote(url.path)
+        if path == "/__requests":
+            with LOCK:
+                return self.reply(200, dict(REQUESTS))
+        self.count(path)
+        if path.startswith(METADATA_ROOT) or path.rstrip("/") == METADATA_ROOT.rstrip("/"):
+            return self.metadata(path[len(METADATA_ROOT):], parse_qs(url.query))
+        if path.startswith("/compute/v1/"):
+            return self.compute(path[len("/compute/v1/"):])
+        return self.reply(404, google_error(404, "NOT_FOUND", f"no such path {path}"))
+
+    def do_POST(self):
+        path = unquote(urlsplit(self.path).path)
+        self.count(path)
+        if path == "/v1/token":
+            return self.sts()
+        match = re.fullmatch(r"/v1/projects/-/serviceAccounts/([^/]+):generateAccessToken", path)
+        if match:
+            return self.generate_access_token(match.group(1))
+        return self.reply(404, google_error(404, "NOT_FOUND", f"no such path {path}"))
+
+    # --- GCE metadata server -------------------------------------------------
+
+    def metadata(self, path, query):
+        flavor = ("Metadata-Flavor", "Google")
+        if self.headers.get("X-Forwarded-For") is not None:
+            return self.reply(403, "Request refused: it carries X-Forwarded-For.", "text/plain", [flavor])
+        if self.headers.get("Metadata-Flavor") != "Google":
+            return self.reply(403, "Your client does not have permission to get URL from this server. "
+                              "Missing Metadata-Flavor:Google header.", "text/plain", [flavor])
+        config = self.scenario.get("metadata", {})
+        tree = config.get("tree", {})
+        email = tree.get("instance/service-accounts/default/email")
+        if path in ("instance/service-accounts/default/token", f"instance/service-accounts/{email}/token"):
+            return self.metadata_token(config, tree, flavor)
+        if path.endswith("/scopes") and query.get("alt") == ["json"] and path in tree:
+            scopes = [s for s in str(tree[path]).splitlines() if s.strip()]
+            return self.reply(200, scopes, "application/json", [flavor])
+        if path in tree:
+            return self.reply(200, str(tree[path]), "application/text", [flavor])
+        if path == "" or path.endswith("/"):
+            children = sorted({key[len(path):].split("/")[0] + ("/" if "/" in key[len(path):] else "")
+                               for key in tree if key.startswith(path) and key != path})
+            if children:
+                return self.reply(200, "\n".join(children) + "\n", "application/text", [flavor])
+        return self.reply(404, "Not Found", "text/html", [flavor])
+
+    def metadata_token(self, config, tree, flavor):
+        token = config.get("token", {})
+        if token is None:
+            return self.reply(404, "Not Found", "text/html", [flavor])
+        time.sleep(token.get("delay_seconds", 0))
+        status = token.get("status", 200)
+        if status != 200:
+            return self.reply(status, token.get("body", "error"), "text/plain", [flavor])
+        scopes = str(tree.get("instance/service-accounts/default/scopes", "")).split()
+        lifetime = token.get("expires_in", 3599)
+        answer = {"access_token": issue("metadata", lifetime, scopes), "expires_in": lifetime,
+                  "token_type": "Bearer"}
+        return self.reply(200, answer, "application/json", [flavor])
+
+    # --- Compute Engine -----------------------------------------------------
+
+    def compute(self, path):
+        config = self.scenario.get("compute", {})
+        match = re.fullmatch(r"projects/([^/]+)/(zones|regions)/([^/]+)/disks/([^/]+)", path)
+        if not match:
+            return self.reply(404, google_error(404, "NOT_FOUND", f"no such path {path}"))
+        project, kind, location, name = match.groups()
+        if "Authorization" not in self.headers:
+            return self.reply(401, google_error(
+                401, "UNAUTHENTICATED", "Request is missing required authentication credential.",
+                reason="required"))
+        scopes = self.bearer()
+        if scopes is None:
+            return self.reply(401, UNAUTHENTICATED)
+        if not scopes & COMPUTE_SCOPES:
+            return self.reply(403, google_error(
+                403, "PERMISSION_DENIED", "Request had insufficient authentication scopes.",
+                reason="insufficientPermissions"))
+        method = "compute.disks.get" if kind == "zones" else "compute.regionDisks.get"
+        if project in config.get("denied_projects", []):
+            message = f"Required '{method}' permission for '{path}'"
+            return self.reply(403, google_error(403, "PERMISSION_DENIED", message, reason="forbidden"))
+        field = "disks" if kind == "zones" else "regionDisks"
+        where = "zone" if kind == "zones" else "region"
+        for disk in config.get(field, []):
+            if (disk.get("project"), disk.get(where), disk.get("name")) == (project, location, name):
+                time.sleep(disk.get("delay_seconds", 0))
+                return self.reply(200, self.disk(project, kind, location, disk))
+        message = f"The resource '{path}' was not found"
+        return self.reply(404, google_error(404, "NOT_FOUND", message, reason="notFound"))
+
+    @staticmethod
+    def disk(project, kind, location, disk):
+        prefix = f"{COMPUTE_URL}projects/{project}/"
+        answer = {"kind": "compute#disk", "id": str(abs(hash(disk["name"])) % 10**19),
+                  "name": disk["name"], "sizeGb": str(disk.get("sizeGb", 10)), "status": "READY",
+                  "selfLink": f"{prefix}{kind}/{location}/disks/{disk['name']}"}
+        if kind == "zones":
+            answer["zone"] = f"{prefix}zones/{location}"
+            answer["type"] = f"{prefix}zones/{location}/diskTypes/pd-balanced"
+        else:
+            answer["region"] = f"{prefix}regions/{location}"
+            answer["replicaZones"] = [f"{prefix}zones/{z}" for z in disk.get("replicaZones", [])]
+            answer["type"] = f"{prefix}regions/{location}/diskTypes/pd-balanced"
+        return answer
+
+    # --- STS ----------------------------------------------------------------
+
+    def sts(self):
+        config = self.scenario.get("sts", {})
+        body = self.body_json()
+        if not isinstance(body, dict):
+            return self.reply(400, {"error": "invalid_request", "error_description": "The request body is not valid."})
+        for field, want in (("grant_type", TOKEN_EXCHANGE), ("requested_token_type", ACCESS_TOKEN),
+                            ("subject_token_type", JWT)):
+            if body.get(field) != want:
+                return self.reply(400, {"error": "invalid_request",
+                                        "error_description": f"Invalid value for \"{field}\"."})
+        if not body.get("scope"):
+            return self.reply(400, {"error": "invalid_request", "error_description": "\"scope\" is required."})
+        if body.get("audience") != config.get("audience"):
+            return self.reply(400, {
+                "error": "invalid_target",
+                "error_description": "The target service indicated by the \"audience\" parameters is invalid. "
+                                     "This might either be because the pool or provider is disabled or deleted "
+                                     "or because it doesn't exist."})
+        subject = body.get("subject_token", "")
+        if subject not in config.get("subject_tokens", []):
+            shown = subject if config.get("echo_subject_token") else "the given token"
+            return self.reply(400, {"error": "invalid_grant",
+                                    "error_description": f"The subject token {shown} is invalid or expired."})
+        lifetime = config.get("expires_in", 3600)
+        token = issue("federated", lifetime, str(body["scope"]).split())
+        return self.reply(200, {"access_token": token, "issued_token_type": ACCESS_TOKEN,
+                                "token_type": "Bearer", "expires_in": lifetime})
+
+    # --- IAM Credentials ----------------------------------------------------
+
+    def generate_access_token(self, account):
+        config = self.scenario.get("iam", {})
+        if self.bearer() is None:
+            return self.reply(401, UNAUTHENTICATED)
+        body = self.body_json()
+        scopes = body.get("scope") if isinstance(body, dict) else None
+        if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) for s in scopes):
+            return self.reply(400, google_error(400, "INVALID_ARGUMENT", "Scope required."))
+        lifetime = re.fullmatch(r"(\d+)s", str(body.get("lifetime", "3600s")))
+        if not lifetime or not 1 <= int(lifetime.group(1)) <= config.get("max_lifetime", 3600):
+            return self.reply(400, google_error(400, "INVALID_ARGUMENT", "Invalid lifetime."))
+        if account not in config.get("service_accounts", []):
+            return self.reply(403, google_error(
+                403, "PERMISSION_DENIED",
+                "Permission 'iam.serviceAccounts.getAccessToken' denied on resource (or it may not exist).",
+                info_reason="IAM_PERMISSION_DENIED"))
+        seconds = int(lifetime.group(1))
+        token = issue("impersonated", seconds, scopes)
+        expires = datetime.fromtimestamp(time.time() + seconds, timezone.utc)
+        return self.reply(200, {"accessToken": token,
+                                "expireTime": expires.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")})
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        Handler.scenario = json.load(f)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
