@@ -51,6 +51,12 @@ pub enum Command {
     /// hosts, ECR Public), as the node or, with KEP-4412, as the role named
     /// by the pod's service account.
     Ecr(EcrArgs),
+    /// Google Artifact Registry and Container Registry logins (username
+    /// `_token`): as the node's default service account (metadata server),
+    /// or, with KEP-4412 workload identity, as the pod (Google STS) or the
+    /// Google service account its service account names (IAM Credentials);
+    /// or a Docker config from instance metadata (--auth-flow).
+    Gcp(Box<GcpArgs>),
     /// Print the providers of a kubelet CredentialProviderConfig that kubelet
     /// would run for IMAGE, one name per line, in config order.
     Explain(ExplainArgs),
@@ -156,6 +162,114 @@ pub struct EcrArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct GcpArgs {
+    /// Where the credentials come from: `gcr`, the node's default service
+    /// account's token (or the pod's, with workload identity); `dockercfg`,
+    /// the Docker config in instance attribute google-dockercfg;
+    /// `dockercfg-url`, the one at the URL in instance attribute
+    /// google-dockercfg-url.
+    #[arg(
+        long,
+        short = 'a',
+        alias = "authFlow",
+        value_enum,
+        env = "CLOUD_CREDENTIAL_PROVIDER_AUTH_FLOW",
+        default_value = "gcr"
+    )]
+    pub auth_flow: GcpAuthFlow,
+    #[command(flatten)]
+    pub metadata: GcpMetadataArgs,
+    #[command(flatten)]
+    pub workload_identity: WorkloadIdentityArgs,
+    #[command(flatten)]
+    pub cache: GcpCacheArgs,
+    /// Deadline of the whole answer, below kubelet's 1m kill (at most 50s).
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", value_parser = parse_timeout, default_value = "20s", value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GcpAuthFlow {
+    Gcr,
+    Dockercfg,
+    DockercfgUrl,
+}
+
+#[derive(Debug, Args)]
+pub struct GcpMetadataArgs {
+    /// The GCE metadata server as `host[:port]`, plain HTTP (the variable
+    /// Google's own libraries read). Unset: metadata.google.internal.
+    #[arg(long, env = "GCE_METADATA_HOST", value_parser = parse_metadata_host, value_name = "HOST[:PORT]")]
+    pub metadata_host: Option<url::Url>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkloadIdentityArgs {
+    /// The cluster's identity provider in the workload identity pool
+    /// PROJECT.svc.id.goog (GKE: https://container.googleapis.com/v1/projects/P/locations/L/clusters/C);
+    /// the STS audience is identitynamespace:PROJECT.svc.id.goog:PROVIDER.
+    /// Unset (and no --sts-audience): workload identity is off.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_IDENTITY_PROVIDER", requires = "project_id", value_parser = parse_text, value_name = "PROVIDER")]
+    pub identity_provider: Option<String>,
+    /// The project of the workload identity pool (PROJECT.svc.id.goog);
+    /// required with --identity-provider.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_PROJECT_ID", value_parser = parse_project_id, value_name = "PROJECT")]
+    pub project_id: Option<String>,
+    /// The STS audience as is, for a workload identity federation pool
+    /// (//iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER),
+    /// instead of --identity-provider and --project-id.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_STS_AUDIENCE", conflicts_with = "identity_provider", value_parser = parse_text, value_name = "AUDIENCE")]
+    pub sts_audience: Option<String>,
+    /// Service-account annotation key whose value is the Google service
+    /// account to impersonate (repeatable; the first present wins). Read
+    /// only when the service account opts in with
+    /// iam.gke.io/enable-wi-image-pull: "true".
+    #[arg(
+        long = "service-account-annotation",
+        env = "CLOUD_CREDENTIAL_PROVIDER_SERVICE_ACCOUNT_ANNOTATIONS",
+        value_delimiter = ',',
+        default_value = crate::backend::gcp::DEFAULT_SERVICE_ACCOUNT_ANNOTATION,
+        value_name = "KEY"
+    )]
+    pub service_account_annotations: Vec<String>,
+    /// Only impersonate these Google service accounts, by address or as
+    /// `*@DOMAIN` for all of a project's (repeatable). Unset: any the pod's
+    /// service account is allowed to impersonate by IAM.
+    #[arg(
+        long = "allowed-service-account",
+        env = "CLOUD_CREDENTIAL_PROVIDER_ALLOWED_SERVICE_ACCOUNTS",
+        value_delimiter = ',',
+        value_parser = parse_allowed_account,
+        value_name = "EMAIL"
+    )]
+    pub allowed_service_accounts: Vec<String>,
+    /// Refuse pulls whose service account does not opt in to workload
+    /// identity, instead of pulling as the node.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REQUIRE_WORKLOAD_IDENTITY")]
+    pub require_workload_identity: bool,
+    /// Google STS (token exchange): https, or http on a loopback address.
+    /// From this flag or its variable only, never from an annotation.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_STS_ENDPOINT", value_parser = parse_sts_endpoint, default_value = cloud_access::gcp::STS_ENDPOINT, value_name = "URL")]
+    pub sts_endpoint: SecureEndpoint,
+    /// IAM Service Account Credentials API (impersonation): https, or http
+    /// on a loopback address. From this flag or its variable only.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_IAM_CREDENTIALS_ENDPOINT", value_parser = parse_iam_endpoint, default_value = cloud_access::gcp::IAM_CREDENTIALS_ENDPOINT, value_name = "URL")]
+    pub iam_credentials_endpoint: SecureEndpoint,
+}
+
+#[derive(Debug, Args)]
+pub struct GcpCacheArgs {
+    /// How long kubelet may cache an answer (Go duration). The dockercfg
+    /// flows send it as is (unset: the provider's defaultCacheDuration); the
+    /// token flows send the token's remaining validity less --expiry-margin,
+    /// at most this.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CACHE_DURATION", value_parser = duration::non_negative, value_name = "DURATION")]
+    pub cache_duration: Option<Duration>,
+    #[command(flatten)]
+    pub expiry: ExpiryArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct ExplainArgs {
     /// kubelet CredentialProviderConfig: a JSON or YAML file, or a directory.
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CONFIG", value_name = "PATH")]
@@ -187,6 +301,58 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 
 fn parse_endpoint(text: &str) -> Result<SecureEndpoint, String> {
     SecureEndpoint::parse("--token-endpoint", text).map_err(|e| e.to_string())
+}
+
+fn parse_sts_endpoint(text: &str) -> Result<SecureEndpoint, String> {
+    cloud_access::gcp::endpoint("--sts-endpoint", Some(text), cloud_access::gcp::STS_ENDPOINT)
+        .map_err(|e| e.to_string())
+}
+
+fn parse_iam_endpoint(text: &str) -> Result<SecureEndpoint, String> {
+    cloud_access::gcp::endpoint(
+        "--iam-credentials-endpoint",
+        Some(text),
+        cloud_access::gcp::IAM_CREDENTIALS_ENDPOINT,
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn parse_metadata_host(text: &str) -> Result<url::Url, String> {
+    cloud_access::gcp::metadata_base(Some(text)).map_err(|e| e.to_string())
+}
+
+/// Text that goes into a request: not blank, no whitespace or control
+/// characters (a value is quoted only through `{:?}`).
+fn parse_text(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("is empty".into());
+    }
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{text:?} contains whitespace or control characters"));
+    }
+    Ok(text.to_owned())
+}
+
+/// A project ID (`my-project`, or `example.com:my-project`).
+fn parse_project_id(text: &str) -> Result<String, String> {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | ':');
+    if text.is_empty() || text.len() > 100 || !text.chars().all(ok) {
+        return Err(format!(
+            "{text:?} is not a project ID: lower-case letters, digits and '-' (with example.com: before it for a domain-scoped project)"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A Google service account's address, or `*@DOMAIN`.
+fn parse_allowed_account(text: &str) -> Result<String, String> {
+    let checked = match text.strip_prefix("*@") {
+        Some(domain) => crate::backend::gcp::check_service_account(&format!("x@{domain}")),
+        None => crate::backend::gcp::check_service_account(text),
+    };
+    checked
+        .map(|()| text.to_owned())
+        .map_err(|problem| format!("{text:?} is not a Google service account or *@DOMAIN: {problem}"))
 }
 
 /// A command-line error as one line, for kubelet's log (clap's own text
@@ -261,7 +427,7 @@ mod tests {
             "the following required arguments were not provided: --token-endpoint <URL> (see --help)"
         );
         assert!(usage_line(&[]).starts_with(
-            "a subcommand is required, one of: static, passthrough, token-exchange, ecr, explain, check-config"
+            "a subcommand is required, one of: static, passthrough, token-exchange, ecr, gcp, explain, check-config"
         ));
         for args in [
             &["static", "--bogus"][..],
@@ -271,6 +437,43 @@ mod tests {
             let line = usage_line(args);
             assert!(!line.contains('\n') && !line.contains("Usage:"), "{line}");
         }
+    }
+
+    #[test]
+    fn gcp_flags() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["cloud-credential-provider", "gcp"];
+            all.extend(args);
+            Cli::try_parse_from(all)
+        };
+        let Command::Gcp(args) = parse(&["--authFlow", "dockercfg-url"]).unwrap().command else {
+            panic!("not gcp");
+        };
+        assert_eq!(args.auth_flow, GcpAuthFlow::DockercfgUrl);
+        assert_eq!(
+            args.workload_identity.sts_endpoint.as_str(),
+            "https://sts.googleapis.com/"
+        );
+        assert!(parse(&["-a", "nope"]).is_err());
+        // --identity-provider needs --project-id; --sts-audience replaces both.
+        assert!(parse(&["--identity-provider", "https://idp"]).is_err());
+        assert!(parse(&["--identity-provider", "https://idp", "--project-id", "p"]).is_ok());
+        assert!(
+            parse(&[
+                "--identity-provider",
+                "https://idp",
+                "--project-id",
+                "p",
+                "--sts-audience",
+                "a"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["--project-id", "Bad Project"]).is_err());
+        assert!(parse(&["--allowed-service-account", "*@p.iam.gserviceaccount.com"]).is_ok());
+        assert!(parse(&["--allowed-service-account", "*@example.com"]).is_err());
+        assert!(parse(&["--sts-endpoint", "http://sts.example.com/"]).is_err());
+        assert!(parse(&["--metadata-host", "http://169.254.169.254"]).is_err());
     }
 
     #[test]

@@ -15,10 +15,10 @@ pub mod matching;
 pub mod protocol;
 
 use backend::{
-    BackendError, CredentialBackend, EcrBackend, PassthroughBackend, StaticBackend, TokenExchangeBackend,
-    ecr::EcrSettings, token_exchange::ExchangeSettings,
+    BackendError, CredentialBackend, EcrBackend, GcpBackend, PassthroughBackend, StaticBackend, TokenExchangeBackend,
+    ecr::EcrSettings, gcp::GcpSettings, token_exchange::ExchangeSettings,
 };
-use cli::{Cli, Command};
+use cli::{Cli, Command, GcpArgs};
 use kubelet_config::{ConfigError, CredentialProviderConfig, FieldError};
 use protocol::RequestError;
 use secrecy::ExposeSecret;
@@ -86,6 +86,10 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
             .map_err(BackendError::from)?;
             serve_request(&backend, stdin, stdout).await
         }
+        Command::Gcp(args) => {
+            let backend = GcpBackend::new(gcp_settings(*args).map_err(BackendError::from)?);
+            serve_request(&backend, stdin, stdout).await
+        }
         Command::Explain(args) => {
             let config = kubelet_config::load(&args.config)?;
             let mut out = String::new();
@@ -103,6 +107,40 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
+}
+
+/// The `gcp` backend's settings from its flags.
+fn gcp_settings(args: GcpArgs) -> Result<GcpSettings, backend::GcpBackendError> {
+    use backend::gcp::AuthFlow;
+    let wi = args.workload_identity;
+    let audience = match (wi.sts_audience, wi.identity_provider, wi.project_id) {
+        (Some(audience), _, _) => Some(audience),
+        (None, Some(provider), Some(project)) => {
+            Some(cloud_access::gcp::workload_identity_audience(&project, &provider))
+        }
+        _ => None,
+    };
+    let metadata_base = match args.metadata.metadata_host {
+        Some(base) => base,
+        None => cloud_access::gcp::metadata_base(None).map_err(Box::new)?,
+    };
+    Ok(GcpSettings {
+        flow: match args.auth_flow {
+            cli::GcpAuthFlow::Gcr => AuthFlow::Gcr,
+            cli::GcpAuthFlow::Dockercfg => AuthFlow::Dockercfg,
+            cli::GcpAuthFlow::DockercfgUrl => AuthFlow::DockercfgUrl,
+        },
+        metadata_base,
+        audience,
+        service_account_annotations: wi.service_account_annotations,
+        allowed_service_accounts: wi.allowed_service_accounts,
+        require_workload_identity: wi.require_workload_identity,
+        sts_endpoint: wi.sts_endpoint,
+        iam_credentials_endpoint: wi.iam_credentials_endpoint,
+        cache_duration: args.cache.cache_duration,
+        expiry_margin: args.cache.expiry.expiry_margin,
+        timeout: args.timeout,
+    })
 }
 
 /// Reads one request, asks `backend`, writes the answer in the request's

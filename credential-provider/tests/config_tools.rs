@@ -94,6 +94,26 @@ fn shipped_manifests_pass_check_config() {
     }
 }
 
+/// The shipped `gcp` manifest covers Google's registries (the keys the
+/// `gcp` backend answers with) and nothing else.
+#[test]
+fn explain_knows_the_shipped_gcp_manifest() {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/credential-provider"));
+    let config = dir.join("gcp.yaml").display().to_string();
+    for image in [
+        "us-docker.pkg.dev/my-project/apps/web:v1",
+        "europe-west4-docker.pkg.dev/p/r/app",
+        "gcr.io/my-project/app",
+        "eu.gcr.io/my-project/app@sha256:00",
+        "container.cloud.google.com/x/y",
+    ] {
+        assert_eq!(explain(&config, image), ["cloud-credential-provider"], "{image}");
+    }
+    for image in ["nginx", "a.b.gcr.io/x", "pkg.dev/x", "quay.io/x/y"] {
+        assert!(explain(&config, image).is_empty(), "{image}");
+    }
+}
+
 #[test]
 fn check_config_lists_every_problem_with_its_field_path() {
     let out = run(&["check-config", &configs("bad-rules.yaml")], b"");

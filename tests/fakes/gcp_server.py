@@ -50,6 +50,11 @@ What it enforces, as the real services do:
     IAM_PERMISSION_DENIED; `scope` a non-empty list and `lifetime` "<n>s" up
     to max_lifetime (400 INVALID_ARGUMENT otherwise).
 
+"documents": {"/path": "body", or {"body": "...", "repeat": N, "status": 200}} are
+served to plain GETs of those paths (no Metadata-Flavor needed): a Docker config
+at the URL an instance attribute such as google-dockercfg-url names. "repeat"
+sends the body N times (an oversized answer).
+
 GET /__requests answers {"METHOD /path": count} of the requests so far (not
 counting itself), so tests can count fetches.
 
@@ -158,6 +163,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.metadata(path[len(METADATA_ROOT):], parse_qs(url.query))
         if path.startswith("/compute/v1/"):
             return self.compute(path[len("/compute/v1/"):])
+        if path in self.scenario.get("documents", {}):
+            return self.document(self.scenario["documents"][path])
         return self.reply(404, google_error(404, "NOT_FOUND", f"no such path {path}"))
 
     def do_POST(self):
@@ -169,6 +176,15 @@ class Handler(BaseHTTPRequestHandler):
         if match:
             return self.generate_access_token(match.group(1))
         return self.reply(404, google_error(404, "NOT_FOUND", f"no such path {path}"))
+
+    def document(self, document):
+        if isinstance(document, str):
+            document = {"body": document}
+        body = str(document.get("body", "")) * int(document.get("repeat", 1))
+        try:
+            return self.reply(int(document.get("status", 200)), body, "application/json")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a client that stops reading an oversized answer
 
     # --- GCE metadata server -------------------------------------------------
 

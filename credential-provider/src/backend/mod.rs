@@ -1,18 +1,20 @@
 //! Where credentials come from. Each backend turns a kubelet request into
 //! [`Credentials`]; the protocol layer puts them in kubelet's wire format.
-//! Cloud registries join as further backends (ECR is here; Artifact
-//! Registry and ACR come next).
+//! Cloud registries join as further backends (ECR and Google's Artifact
+//! Registry / Container Registry are here; ACR comes next).
 
 use std::future::Future;
 
 use crate::protocol::{CredentialRequest, Credentials};
 
 pub mod ecr;
+pub mod gcp;
 pub mod passthrough;
 pub mod static_file;
 pub mod token_exchange;
 
 pub use ecr::{EcrBackend, EcrError};
+pub use gcp::{GcpBackend, GcpBackendError};
 pub use passthrough::{PassthroughBackend, PassthroughError};
 pub use static_file::{DockerConfigError, StaticBackend};
 pub use token_exchange::{TokenExchangeBackend, TokenExchangeError};
@@ -37,4 +39,6 @@ pub enum BackendError {
     TokenExchange(#[from] TokenExchangeError),
     #[error(transparent)]
     Ecr(#[from] EcrError),
+    #[error(transparent)]
+    Gcp(#[from] GcpBackendError),
 }

@@ -54,7 +54,7 @@ struct DockerConfigFile {
 }
 
 #[derive(Deserialize)]
-struct DockerAuthEntry {
+pub(crate) struct DockerAuthEntry {
     auth: Option<String>,
     username: Option<String>,
     password: Option<String>,
@@ -106,55 +106,75 @@ impl StaticBackend {
                 "is missing: log in with `docker login --config DIR` or write the entries by hand (credential helpers are not supported)",
             )
         })?;
-        let mut out = BTreeMap::new();
-        for (key, entry) in auths {
-            let field = |name: &str| format!("auths[{key:?}].{name}");
-            let credentials = match (entry.auth.filter(|a| !a.is_empty()), entry.username, entry.password) {
-                (Some(auth), _, _) => {
-                    let decoded = STANDARD
-                        .decode(auth.trim())
-                        .ok()
-                        .and_then(|bytes| String::from_utf8(bytes).ok())
-                        .ok_or_else(|| entry_error(field("auth"), "is not base64 of \"username:password\""))?;
-                    let (username, password) = decoded.split_once(':').ok_or_else(|| {
-                        entry_error(
-                            field("auth"),
-                            "decodes to text without the ':' between username and password",
-                        )
-                    })?;
-                    Some((username.to_owned(), password.to_owned()))
-                }
-                (None, Some(username), Some(password)) => Some((username, password)),
-                (None, Some(_), None) => return Err(entry_error(field("password"), "is missing next to \"username\"")),
-                (None, None, Some(_)) => return Err(entry_error(field("username"), "is missing next to \"password\"")),
-                // kubelet's answer holds a username and password only.
-                (None, None, None) if entry.identitytoken || entry.registrytoken => {
-                    let name = if entry.identitytoken {
-                        "identitytoken"
-                    } else {
-                        "registrytoken"
-                    };
-                    return Err(entry_error(
-                        field(name),
-                        "cannot be used: kubelet takes a username and password only; give \"auth\" or \"username\" and \"password\" for this registry, or remove the entry",
-                    ));
-                }
-                // Docker writes empty entries when a credential store holds
-                // the secret; they carry nothing kubelet can use.
-                _ => None,
-            };
-            if let Some((username, password)) = credentials {
-                out.insert(
-                    key,
-                    RegistryAuth {
-                        username,
-                        password: SecretString::from(password),
-                    },
-                );
-            }
-        }
-        Ok(out)
+        usable_entries(auths, "auths").map_err(|p| entry_error(p.field, p.problem))
     }
+}
+
+/// Why a Docker config entry cannot be used: the field, as a path into the
+/// document (`auths["reg.io"].auth`), and the problem. Never a value.
+#[derive(Debug)]
+pub(crate) struct EntryProblem {
+    pub field: String,
+    pub problem: &'static str,
+}
+
+/// Every usable entry of a map of registry entries (config.json's `auths`,
+/// or a whole legacy `.dockercfg`), keyed as written; `prefix` starts each
+/// field path in a problem. Any malformed entry is an error: a half-read
+/// document would hide the problem.
+pub(crate) fn usable_entries(
+    auths: BTreeMap<String, DockerAuthEntry>,
+    prefix: &str,
+) -> Result<BTreeMap<String, RegistryAuth>, EntryProblem> {
+    let entry_error = |field: String, problem| EntryProblem { field, problem };
+    let mut out = BTreeMap::new();
+    for (key, entry) in auths {
+        let field = |name: &str| format!("{prefix}[{key:?}].{name}");
+        let credentials = match (entry.auth.filter(|a| !a.is_empty()), entry.username, entry.password) {
+            (Some(auth), _, _) => {
+                let decoded = STANDARD
+                    .decode(auth.trim())
+                    .ok()
+                    .and_then(|bytes| String::from_utf8(bytes).ok())
+                    .ok_or_else(|| entry_error(field("auth"), "is not base64 of \"username:password\""))?;
+                let (username, password) = decoded.split_once(':').ok_or_else(|| {
+                    entry_error(
+                        field("auth"),
+                        "decodes to text without the ':' between username and password",
+                    )
+                })?;
+                Some((username.to_owned(), password.to_owned()))
+            }
+            (None, Some(username), Some(password)) => Some((username, password)),
+            (None, Some(_), None) => return Err(entry_error(field("password"), "is missing next to \"username\"")),
+            (None, None, Some(_)) => return Err(entry_error(field("username"), "is missing next to \"password\"")),
+            // kubelet's answer holds a username and password only.
+            (None, None, None) if entry.identitytoken || entry.registrytoken => {
+                let name = if entry.identitytoken {
+                    "identitytoken"
+                } else {
+                    "registrytoken"
+                };
+                return Err(entry_error(
+                    field(name),
+                    "cannot be used: kubelet takes a username and password only; give \"auth\" or \"username\" and \"password\" for this registry, or remove the entry",
+                ));
+            }
+            // Docker writes empty entries when a credential store holds
+            // the secret; they carry nothing kubelet can use.
+            _ => None,
+        };
+        if let Some((username, password)) = credentials {
+            out.insert(
+                key,
+                RegistryAuth {
+                    username,
+                    password: SecretString::from(password),
+                },
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// The entries that serve `repository`'s registry, by kubelet's rules.
