@@ -33,6 +33,10 @@ pub enum NodeNameFrom {
     Hostname,
     /// The cloud's instance ID (needs a cloud --source).
     InstanceId,
+    /// The instance's name, which the cloud's controller manager looks the
+    /// node up by: GCE's instance name, DigitalOcean's droplet name,
+    /// Hetzner's server name (needs --source gce, digitalocean or hetzner).
+    InstanceName,
     /// EC2's PrivateDnsName, from DescribeInstances (needs --source aws and
     /// ec2:DescribeInstances; right also with a custom DHCP domain).
     PrivateDns,
@@ -66,6 +70,22 @@ impl Observed {
 
     fn instance(&self) -> Option<&Instance> {
         self.cloud.as_ref().map(|c| &c.instance)
+    }
+
+    /// The name the cloud's controller manager finds the instance by when
+    /// the Node has no providerID: GCE's `instance/name` (cloud-provider-gcp
+    /// maps a node name to the instance name); DigitalOcean's droplet name
+    /// and Hetzner's server name, which their metadata gives as `hostname`
+    /// (their CCMs list droplets and servers by the node's name). AWS and
+    /// Azure name nodes otherwise (EC2's private DNS name or instance ID; a
+    /// scale set's computer name), and OpenStack's server name is not read.
+    fn instance_name(&self) -> Option<String> {
+        let cloud = self.cloud.as_ref()?;
+        match cloud.provider {
+            Provider::Gce => cloud.instance.name.clone(),
+            Provider::DigitalOcean | Provider::Hetzner => cloud.instance.hostname.clone(),
+            Provider::Aws | Provider::Azure | Provider::OpenStack => None,
+        }
     }
 }
 
@@ -187,6 +207,13 @@ fn node_name(from: Option<NodeNameFrom>, observed: &Observed) -> Result<Option<S
                 )
             })?,
         ),
+        Some(NodeNameFrom::InstanceName) => (
+            "instance-name",
+            format!("the {} instance name", observed.origin()),
+            observed
+                .instance_name()
+                .ok_or_else(|| missing("instance-name", "instance name", "gce, digitalocean or hetzner"))?,
+        ),
         Some(NodeNameFrom::PrivateDns) => (
             "private-dns",
             "EC2's PrivateDnsName".to_owned(),
@@ -224,6 +251,8 @@ mod tests {
         let hostile = "x --authorization-mode=AlwaysAllow --v=10";
         let instance = Instance {
             instance_id: Some(hostile.into()),
+            name: Some(hostile.into()),
+            hostname: Some(hostile.into()),
             private_dns: Some(hostile.into()),
             ..Instance::default()
         };
@@ -241,6 +270,17 @@ mod tests {
                 NodeNameFrom::InstanceId,
                 Some(Provider::Hetzner),
                 "the hetzner instance ID",
+            ),
+            (NodeNameFrom::InstanceName, Some(Provider::Gce), "the gce instance name"),
+            (
+                NodeNameFrom::InstanceName,
+                Some(Provider::DigitalOcean),
+                "the digitalocean instance name",
+            ),
+            (
+                NodeNameFrom::InstanceName,
+                Some(Provider::Hetzner),
+                "the hetzner instance name",
             ),
             (NodeNameFrom::PrivateDns, Some(Provider::Aws), "EC2's PrivateDnsName"),
         ] {
@@ -265,6 +305,41 @@ mod tests {
             node_name(Some(NodeNameFrom::PrivateDns), &valid).unwrap().as_deref(),
             Some("ip-10-0-1-25.ec2.internal")
         );
+    }
+
+    /// The instance name comes from GCE's `instance/name` (not its FQDN
+    /// hostname), DigitalOcean's and Hetzner's `hostname`; the others, and
+    /// a local origin, have none the CCM names nodes after: an error naming
+    /// the flag and the source.
+    #[test]
+    fn the_instance_name_where_the_ccm_names_nodes_after_it() {
+        let instance = Instance {
+            name: Some("node-gce-7".into()),
+            hostname: Some("Node-A".into()),
+            instance_id: Some("i-0123456789abcdef0".into()),
+            ..Instance::default()
+        };
+        let from = Some(NodeNameFrom::InstanceName);
+        let named = |provider| node_name(from, &cloud(provider, instance.clone()));
+        assert_eq!(named(Provider::Gce).unwrap().as_deref(), Some("node-gce-7"));
+        assert_eq!(named(Provider::DigitalOcean).unwrap().as_deref(), Some("node-a"));
+        assert_eq!(named(Provider::Hetzner).unwrap().as_deref(), Some("node-a"));
+        for provider in [Provider::Aws, Provider::Azure, Provider::OpenStack] {
+            assert_eq!(
+                named(provider).unwrap_err().to_string(),
+                format!(
+                    "--node-name-from instance-name: the {} source has no instance name; use --source gce, digitalocean or hetzner",
+                    provider.name()
+                )
+            );
+        }
+        let local = node_name(from, &Observed::default()).unwrap_err().to_string();
+        assert!(
+            local.starts_with("--node-name-from instance-name: the local source has no instance name"),
+            "{local}"
+        );
+        let unnamed = cloud(Provider::Gce, Instance::default());
+        assert!(node_name(from, &unnamed).is_err());
     }
 
     /// A host whose default route goes through eth0 (10.0.0.5), with a

@@ -58,6 +58,9 @@ pub struct Instance {
     pub addresses: Vec<CloudAddress>,
     pub hostname: Option<String>,
     pub instance_id: Option<String>,
+    /// The instance's name, where the cloud's controller manager looks the
+    /// node up by it (GCE's `instance/name`).
+    pub name: Option<String>,
     /// The cloud's private DNS name, where it has one (EC2's `PrivateDnsName`).
     pub private_dns: Option<String>,
     /// The instance's region, where the service says.
