@@ -193,3 +193,29 @@ async fn names_that_are_not_one_path_segment_are_refused_unsent() {
     }
     assert_eq!(fake.all_requests().await, 0);
 }
+
+#[tokio::test]
+async fn a_regions_zones_by_name() {
+    let fake = Fake::with(|s| {
+        s["compute"]["regions"] = json!({"us-central1": ["us-central1-a", "us-central1-b", "us-central1-f"]})
+    });
+    let compute = compute(&fake);
+    let zones = compute
+        .region_zones("demo-project", "us-central1", soon())
+        .await
+        .unwrap();
+    assert_eq!(zones, ["us-central1-a", "us-central1-b", "us-central1-f"]);
+    let error = compute
+        .region_zones("demo-project", "europe-west1", soon())
+        .await
+        .unwrap_err();
+    assert!(error.is_not_found(), "{error}");
+    let error = compute
+        .region_zones("locked-project", "us-central1", soon())
+        .await
+        .unwrap_err();
+    assert_eq!(error.status(), Some(403));
+    assert!(error.to_string().contains("compute.regions.get"), "{error}");
+    let error = compute.region_zones("demo-project", "../x", soon()).await.unwrap_err();
+    assert!(matches!(error, GcpError::InvalidName { .. }), "{error}");
+}

@@ -19,6 +19,7 @@ One scenario file (see tests/data/gcp/scenario.json):
                          (null: the instance has no service account, 404)},
    "compute": {"disks": [{"project", "zone", "name", "delay_seconds"?}],
                "regionDisks": [{"project", "region", "name", "replicaZones": [zone, zone]}],
+               "regions": {"us-central1": ["us-central1-a", ...]}  (regions.get, any project),
                "denied_projects": ["p"]},
    "sts": {"audience": "identitynamespace:P.svc.id.goog:PROVIDER",
            "subject_tokens": ["the accepted service-account JWTs"], "expires_in": 3600,
@@ -230,21 +231,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def compute(self, path):
         config = self.scenario.get("compute", {})
+        region = re.fullmatch(r"projects/([^/]+)/regions/([^/]+)", path)
+        if region:
+            return self.region(path, config, *region.groups())
         match = re.fullmatch(r"projects/([^/]+)/(zones|regions)/([^/]+)/disks/([^/]+)", path)
         if not match:
             return self.reply(404, google_error(404, "NOT_FOUND", f"no such path {path}"))
         project, kind, location, name = match.groups()
-        if "Authorization" not in self.headers:
-            return self.reply(401, google_error(
-                401, "UNAUTHENTICATED", "Request is missing required authentication credential.",
-                reason="required"))
-        scopes = self.bearer()
-        if scopes is None:
-            return self.reply(401, UNAUTHENTICATED)
-        if not scopes & COMPUTE_SCOPES:
-            return self.reply(403, google_error(
-                403, "PERMISSION_DENIED", "Request had insufficient authentication scopes.",
-                reason="insufficientPermissions"))
+        refusal = self.compute_auth()
+        if refusal:
+            return self.reply(*refusal)
         method = "compute.disks.get" if kind == "zones" else "compute.regionDisks.get"
         if project in config.get("denied_projects", []):
             message = f"Required '{method}' permission for '{path}'"
@@ -257,6 +253,38 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, self.disk(project, kind, location, disk))
         message = f"The resource '{path}' was not found"
         return self.reply(404, google_error(404, "NOT_FOUND", message, reason="notFound"))
+
+    def compute_auth(self):
+        """(status, body) refusing a Compute request's credentials, or None."""
+        if "Authorization" not in self.headers:
+            return 401, google_error(
+                401, "UNAUTHENTICATED", "Request is missing required authentication credential.",
+                reason="required")
+        scopes = self.bearer()
+        if scopes is None:
+            return 401, UNAUTHENTICATED
+        if not scopes & COMPUTE_SCOPES:
+            return 403, google_error(
+                403, "PERMISSION_DENIED", "Request had insufficient authentication scopes.",
+                reason="insufficientPermissions")
+        return None
+
+    def region(self, path, config, project, name):
+        """regions.get: the region's zones, as zone URLs."""
+        refusal = self.compute_auth()
+        if refusal:
+            return self.reply(*refusal)
+        if project in config.get("denied_projects", []):
+            message = f"Required 'compute.regions.get' permission for '{path}'"
+            return self.reply(403, google_error(403, "PERMISSION_DENIED", message, reason="forbidden"))
+        zones = config.get("regions", {}).get(name)
+        if zones is None:
+            message = f"The resource '{path}' was not found"
+            return self.reply(404, google_error(404, "NOT_FOUND", message, reason="notFound"))
+        prefix = f"{COMPUTE_URL}projects/{project}/"
+        return self.reply(200, {"kind": "compute#region", "name": name, "status": "UP",
+                                "zones": [f"{prefix}zones/{z}" for z in zones],
+                                "selfLink": f"{prefix}regions/{name}"})
 
     @staticmethod
     def disk(project, kind, location, disk):

@@ -1,5 +1,6 @@
 //! Compute Engine `disks.get` and `regionDisks.get`: where a persistent
-//! disk lives, for the webhook's topology labels.
+//! disk lives, for the webhook's topology labels; and `regions.get`, for
+//! the zones of a region to look for a disk in.
 //!
 //! One call each, no retries and no cache: the webhook's lookup mechanism
 //! caches, shares concurrent lookups and owns the deadline, which every call
@@ -123,6 +124,37 @@ impl ComputeClient {
             return Err(call::garbage(SERVICE, &url, "the regional disk has no replicaZones"));
         }
         Ok(disk)
+    }
+
+    /// `regions.get`: the names of `region`'s zones (the last components of
+    /// its `zones[]` URLs), for a caller that looks for a disk in every zone
+    /// of its region.
+    pub async fn region_zones(&self, project: &str, region: &str, deadline: Instant) -> Result<Vec<String>, GcpError> {
+        let path = format!(
+            "projects/{}/regions/{}",
+            super::check_name("project", project)?,
+            super::check_name("region", region)?
+        );
+        let (url, json) = self.get(&path, deadline).await?;
+        let Some(Value::Array(zones)) = json.get("zones") else {
+            return Err(call::garbage(SERVICE, &url, "the region has no zones list"));
+        };
+        let zones = zones
+            .iter()
+            .map(|zone| {
+                let text = zone
+                    .as_str()
+                    .ok_or_else(|| call::garbage(SERVICE, &url, "zones holds a value that is not a string"))?;
+                let name = text.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+                super::check_name("zone", name)
+                    .map(str::to_owned)
+                    .map_err(|e| call::garbage(SERVICE, &url, format!("zones: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if zones.is_empty() {
+            return Err(call::garbage(SERVICE, &url, "the region has no zones"));
+        }
+        Ok(zones)
     }
 
     /// GET `path` with a bearer token, all before `deadline`.
