@@ -15,7 +15,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 pub use crate::model::{Decision, DecisionConfig, OnLookupError, Outcome, Subject, Volume};
 use crate::model::{LookupFailure, LookupResult, Resolution, Resolved, ReviewObject, TopologySource};
 use crate::patch;
-use crate::source::identify;
+use crate::source::identify_pv;
 use crate::topology::{REGION_LABEL, ZONE_LABEL, zones_of_label};
 
 /// Set by external provisioners on the PVs they create; with both topology labels it
@@ -58,7 +58,7 @@ pub fn subject(request: &AdmissionRequest<ReviewObject>) -> Subject<'_> {
     if is_trusted(pv) {
         return skip(Outcome::Trusted, None);
     }
-    match pv.spec.as_ref().and_then(identify) {
+    match identify_pv(pv) {
         Some(identity) => Subject::Volume(Volume {
             pv,
             identity,

@@ -30,7 +30,7 @@ use crate::decision::{MAX_AFFINITY_ITEMS, PROVISIONED_BY_ANNOTATION, decide, ski
 pub use crate::model::ReviewObject;
 use crate::model::{Decision, DecisionConfig, LookupResult, Outcome, Subject};
 use crate::resolve::Resolver;
-use crate::topology::{REGION_LABEL, ZONE_LABEL};
+use crate::topology::{BETA_ZONE_LABEL, REGION_LABEL, ZONE_LABEL};
 
 /// The AdmissionReview version we speak.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
@@ -373,7 +373,8 @@ impl<'de> Visitor<'de> for KeptEntries {
 }
 
 fn topology_labels<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<String, String>>, D::Error> {
-    or_null(d, KeptEntries(&[ZONE_LABEL, REGION_LABEL]))
+    // The beta zone label is a lookup's hint only (crate::source::identify_pv).
+    or_null(d, KeptEntries(&[ZONE_LABEL, REGION_LABEL, BETA_ZONE_LABEL]))
 }
 
 fn trust_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<String, String>>, D::Error> {

@@ -4,7 +4,9 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::PersistentVolumeSpec;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeSpec};
+
+use crate::topology::{BETA_ZONE_LABEL, ZONE_LABEL, check_label_value};
 
 /// The in-tree volume sources whose topology we can know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,11 +55,18 @@ pub enum VolumeKind {
 }
 
 /// A volume: its kind and its handle (CSI `volumeHandle`, or the in-tree source's volume
-/// identifier: `volumeID`, `pdName`, `diskURI`, `volumeID`, `volumePath`).
+/// identifier: `volumeID`, `pdName`, `diskURI`, `volumeID`, `volumePath`), and the zone
+/// label the PV came with, which lookups may use as a hint (as the in-tree labeler did for
+/// GCE PDs, whose names are unique only per zone). Every lookup is given the same identity;
+/// one whose answer depends on the hint puts it in its cache key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VolumeIdentity {
     pub kind: VolumeKind,
     pub handle: String,
+    /// The PV's zone label (`topology.kubernetes.io/zone`, else the beta
+    /// `failure-domain.beta.kubernetes.io/zone`), when it can be a label value: one zone,
+    /// or a regional disk's zones joined with `__`. Not checked against anything: a hint.
+    pub zone_hint: Option<String>,
 }
 
 impl VolumeIdentity {
@@ -66,6 +75,7 @@ impl VolumeIdentity {
         Self {
             kind: VolumeKind::Csi { driver: driver.into() },
             handle: handle.into(),
+            zone_hint: None,
         }
     }
 
@@ -74,7 +84,16 @@ impl VolumeIdentity {
         Self {
             kind: VolumeKind::InTree(source),
             handle: handle.into(),
+            zone_hint: None,
         }
+    }
+
+    /// The same volume with this zone hint (a zone label's value); a value that cannot be
+    /// a label value (empty, over 63 characters) is no hint.
+    #[must_use]
+    pub fn with_zone_hint(mut self, hint: Option<&str>) -> Self {
+        self.zone_hint = hint.filter(|h| check_label_value(h).is_ok()).map(str::to_owned);
+        self
     }
 }
 
@@ -91,6 +110,15 @@ impl fmt::Display for VolumeIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} volume {:?}", self.kind, self.handle)
     }
+}
+
+/// The volume of a PV ([`identify`]), with its zone label as the hint.
+pub fn identify_pv(pv: &PersistentVolume) -> Option<VolumeIdentity> {
+    let identity = identify(pv.spec.as_ref()?)?;
+    let labels = pv.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).filter(|v| !v.is_empty());
+    let hint = label(ZONE_LABEL).or_else(|| label(BETA_ZONE_LABEL));
+    Some(identity.with_zone_hint(hint.map(String::as_str)))
 }
 
 /// The volume source of a PV spec, or `None` for a source we do not handle.
@@ -158,5 +186,34 @@ mod tests {
         });
         assert_eq!(identify(&spec), Some(VolumeIdentity::csi("d", "h")));
         assert_eq!(VolumeIdentity::csi("d", "h").to_string(), "CSI d volume \"h\"");
+    }
+
+    #[test]
+    fn the_zone_label_is_the_hint_ga_first() {
+        let mut pv = PersistentVolume {
+            spec: Some(PersistentVolumeSpec {
+                csi: Some(CSIPersistentVolumeSource {
+                    driver: "d".into(),
+                    volume_handle: "h".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(identify_pv(&pv), Some(VolumeIdentity::csi("d", "h")));
+        let labels = pv.metadata.labels.get_or_insert_default();
+        labels.insert(BETA_ZONE_LABEL.into(), "us-central1-b".into());
+        let hint = |pv: &PersistentVolume| identify_pv(pv).and_then(|v| v.zone_hint);
+        assert_eq!(hint(&pv).as_deref(), Some("us-central1-b"));
+        let labels = pv.metadata.labels.get_or_insert_default();
+        labels.insert(ZONE_LABEL.into(), "us-central1-a__us-central1-c".into());
+        assert_eq!(hint(&pv).as_deref(), Some("us-central1-a__us-central1-c"));
+        // A value that cannot be a label is no hint; the identity's text never shows it.
+        let labels = pv.metadata.labels.get_or_insert_default();
+        labels.insert(ZONE_LABEL.into(), "z".repeat(64));
+        assert_eq!(hint(&pv), None);
+        assert_eq!(identify_pv(&pv).unwrap().to_string(), "CSI d volume \"h\"");
+        assert_eq!(identify_pv(&PersistentVolume::default()), None);
     }
 }

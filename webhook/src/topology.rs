@@ -7,6 +7,9 @@ use thiserror::Error;
 
 /// The zone label (GA key since Kubernetes 1.17).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// The zone label before the GA key, still read (never written) as a lookup's hint, as
+/// the in-tree labeler read it.
+pub const BETA_ZONE_LABEL: &str = "failure-domain.beta.kubernetes.io/zone";
 /// The region label (GA key since Kubernetes 1.17).
 pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
 /// Joins several zones in the zone label (regional disks), as Kubernetes does.
