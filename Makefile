@@ -44,6 +44,7 @@ fmt:
 
 bench: release
 	@bash bench/credential-provider.sh
+	@bash bench/credential-provider-gcp.sh
 	@bash bench/ecr.sh
 	@bash bench/webhook.sh
 
