@@ -96,7 +96,8 @@ pub fn gce_region_of_zone(zone: &str) -> Option<&str> {
     (suffix_ok && is_gce_region(region)).then_some(region)
 }
 
-fn is_gce_region(region: &str) -> bool {
+/// Whether `region` has the shape of a GCE region name (`us-central1`, `europe-west4`).
+pub fn is_gce_region(region: &str) -> bool {
     let mut parts = region.split('-');
     let first_ok = parts
         .next()

@@ -239,6 +239,37 @@ pub struct TopologyArgs {
     /// $AWS_DEFAULT_REGION).
     #[arg(long, value_name = "REGION", env = "PV_TOPOLOGY_WEBHOOK_AWS_REGION")]
     pub aws_region: Option<String>,
+    /// Look up GCE persistent disks whose zones the volume does not name (in-tree
+    /// gcePersistentDisk, pd.csi.storage.gke.io handles with an UNSPECIFIED zone, and
+    /// regional disks' replica zones) with Compute Engine disks.get and regionDisks.get.
+    /// The token is the metadata server's (the node's service account, or GKE Workload
+    /// Identity's).
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_GCE_LOOKUP")]
+    pub gce_lookup: bool,
+    /// The project disks are looked up in, for --gce-lookup, unless a CSI handle names its
+    /// own (default: the metadata server's project/project-id).
+    #[arg(long, value_name = "PROJECT", env = "PV_TOPOLOGY_WEBHOOK_GCE_PROJECT")]
+    pub gce_project: Option<String>,
+    /// The region a disk whose zone is unknown is looked for in, as a regional disk and in
+    /// its zones, for --gce-lookup (default: the region of --gce-zones, else of the
+    /// metadata server's instance/zone).
+    #[arg(long, value_name = "REGION", env = "PV_TOPOLOGY_WEBHOOK_GCE_REGION")]
+    pub gce_region: Option<String>,
+    /// The zones a disk whose zone is unknown is looked for in, for --gce-lookup;
+    /// repeatable or comma-separated, all in one region (default: every zone of the
+    /// region, from Compute regions.get).
+    #[arg(
+        long,
+        value_name = "ZONE",
+        env = "PV_TOPOLOGY_WEBHOOK_GCE_ZONES",
+        value_delimiter = ','
+    )]
+    pub gce_zones: Vec<String>,
+    /// Base URL of the Compute Engine API, for --gce-lookup (a private endpoint, tests):
+    /// https, or plain http on loopback only (default:
+    /// https://compute.googleapis.com/compute/v1/).
+    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_GCE_COMPUTE_ENDPOINT")]
+    pub gce_compute_endpoint: Option<String>,
     /// Most volumes whose looked-up topology is kept (a volume never changes zone).
     #[arg(
         long,

@@ -19,6 +19,7 @@ pub mod certs;
 pub mod cli;
 pub mod decision;
 pub mod ebs;
+pub mod gce;
 pub mod lookup;
 pub mod metrics;
 pub mod model;
@@ -73,6 +74,20 @@ pub enum Error {
     BadRegion(String),
     #[error("--aws-ebs-lookup: {0}")]
     AwsConfig(#[from] cloud_access::aws::AwsConfigError),
+    #[error("--gce-lookup: {0}")]
+    Gce(#[from] gce::GceSetupError),
+    /// A bad `GCE_METADATA_HOST` (the message names it).
+    #[error("--gce-lookup: {0}")]
+    GceMetadata(#[source] cloud_access::gcp::GcpError),
+    /// A bad `--gce-compute-endpoint` (the message names it).
+    #[error(transparent)]
+    GceEndpoint(cloud_access::EndpointError),
+    #[error("{flag}: {source}")]
+    GceScope {
+        flag: &'static str,
+        #[source]
+        source: gce::ScopeError,
+    },
 }
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file is
@@ -98,7 +113,49 @@ pub fn reviewer(
         }
         resolver = resolver.with_lookup(std::sync::Arc::new(cached));
     }
+    if topology.gce_lookup {
+        let mut cached = CachedLookup::new(
+            gce_lookup(topology)?,
+            topology.lookup_cache_size,
+            topology.lookup_cache_ttl,
+        );
+        if let Some(metrics) = metrics {
+            cached = cached.with_counters(metrics.cache_counters("gce"));
+        }
+        resolver = resolver.with_lookup(std::sync::Arc::new(cached));
+    }
     Ok(Reviewer::new(resolver, decision.config()))
+}
+
+/// The GCE lookup the `--gce-*` flags describe: the metadata server from
+/// `GCE_METADATA_HOST` (else Google's name), settings checked here, at start-up.
+fn gce_lookup(topology: &TopologyArgs) -> Result<gce::GceLookup, Error> {
+    let scope = gce::GceScope::new(
+        topology.gce_project.as_deref(),
+        topology.gce_region.as_deref(),
+        &topology.gce_zones,
+    )
+    .map_err(|source| Error::GceScope {
+        flag: match source.setting() {
+            gce::ScopeSetting::Project => "--gce-project",
+            gce::ScopeSetting::Region => "--gce-region",
+            gce::ScopeSetting::Zones => "--gce-zones",
+        },
+        source,
+    })?;
+    let endpoint = cloud_access::gcp::endpoint(
+        "--gce-compute-endpoint",
+        topology.gce_compute_endpoint.as_deref(),
+        cloud_access::gcp::COMPUTE_ENDPOINT,
+    )
+    .map_err(Error::GceEndpoint)?;
+    let metadata = cloud_access::gcp::GceMetadata::from_env(topology.lookup_timeout).map_err(Error::GceMetadata)?;
+    Ok(
+        gce::GceLookup::new(metadata, &endpoint, scope, topology.lookup_timeout)?.with_hints(gce::GceHints {
+            project: "set --gce-project",
+            location: "set --gce-region or --gce-zones",
+        }),
+    )
 }
 
 /// The server configuration the `serve` flags describe.

@@ -116,13 +116,16 @@ impl Resolver {
         if let Some(topology) = partial {
             // A regional disk's handle names its region but not its replica zones. The
             // region alone is still right; guessing zones could make it unschedulable.
-            let note =
-                format!("{volume}: regional disk, zones unknown: only the region is set (zones need a rule, --rules)");
+            let note = format!(
+                "{volume}: regional disk, zones unknown: only the region is set (zones need --gce-lookup or a rule, --rules)"
+            );
             return found(volume, topology, TopologySource::Builtin, None, vec![note]);
         }
         if self.recognizes(volume) {
             let flag = if crate::ebs::volume_id(volume).is_some() {
                 "--aws-ebs-lookup (or --rules)"
+            } else if crate::gce::disk_ref(volume).is_some() {
+                "--gce-lookup (or --rules)"
             } else {
                 "--rules"
             };
