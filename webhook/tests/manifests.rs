@@ -286,11 +286,45 @@ fn the_single_replica_overlay_patches_what_it_should() {
     assert_eq!(config["webhooks"][0]["failurePolicy"], "Ignore");
 }
 
+#[test]
+fn the_gcp_overlay_turns_the_gce_lookup_on() {
+    let overlay = documents(&manifests_dir().join("overlays/gcp/kustomization.yaml"));
+    let patches = overlay[0]["patches"].as_array().unwrap();
+    let objects = base();
+    let apply = |key: &str, kind: &str| {
+        let patch = patches.iter().find(|p| p["target"]["kind"] == kind).unwrap();
+        let ops: Value = serde_yaml_ng::from_str(patch["patch"].as_str().unwrap()).unwrap();
+        let mut object = objects[key].clone();
+        json_patch::patch(&mut object, &serde_json::from_value::<json_patch::Patch>(ops).unwrap()).unwrap();
+        object
+    };
+    let account = apply("ServiceAccount/pv-topology-webhook", "ServiceAccount");
+    assert!(
+        account["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+            .as_str()
+            .unwrap()
+            .ends_with(".iam.gserviceaccount.com")
+    );
+    let deployment = apply("Deployment/pv-topology-webhook", "Deployment");
+    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let cli = Cli::try_parse_from(std::iter::once("pv-topology-webhook").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("overlay args: {e}"));
+    let Command::Serve(serve) = cli.command else {
+        panic!("not serve: {args:?}");
+    };
+    assert!(serve.topology.gce_lookup);
+}
+
 /// With kubectl at hand, the real kustomize renders both variants; without it, the
 /// checks above stand alone.
 #[test]
 fn kustomize_renders_when_kubectl_is_available() {
-    for dir in ["", "overlays/single-replica", "overlays/aws"] {
+    for dir in ["", "overlays/single-replica", "overlays/aws", "overlays/gcp"] {
         let output = match std::process::Command::new("kubectl")
             .args(["kustomize"])
             .arg(manifests_dir().join(dir))
