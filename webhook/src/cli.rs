@@ -57,22 +57,40 @@ pub struct ServeArgs {
     pub decision: DecisionArgs,
 }
 
+/// The flags naming the TLS files, as messages about the files name them (the `tls`
+/// module knows the files only by these names); clap's long names are derived from them.
+pub const TLS_CERT_FILE: &str = "--tls-cert-file";
+pub const TLS_KEY_FILE: &str = "--tls-key-file";
+pub const CLIENT_CA_FILE: &str = "--client-ca-file";
+
 /// The serving certificate and the optional client check.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "TLS")]
 pub struct TlsArgs {
     /// PEM certificate chain served on --listen: the serving certificate first, then any
     /// intermediates. Reloaded when it changes.
-    #[arg(long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_TLS_CERT_FILE")]
+    #[arg(
+        long = TLS_CERT_FILE.trim_start_matches('-'),
+        value_name = "FILE",
+        env = "PV_TOPOLOGY_WEBHOOK_TLS_CERT_FILE"
+    )]
     pub tls_cert_file: PathBuf,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) of the serving certificate. Reloaded
     /// when it changes.
-    #[arg(long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_TLS_KEY_FILE")]
+    #[arg(
+        long = TLS_KEY_FILE.trim_start_matches('-'),
+        value_name = "FILE",
+        env = "PV_TOPOLOGY_WEBHOOK_TLS_KEY_FILE"
+    )]
     pub tls_key_file: PathBuf,
     /// PEM CA certificates: when set, clients must present a certificate signed by one of
     /// them (for an apiserver configured with a client certificate). Reloaded when it
     /// changes.
-    #[arg(long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_CLIENT_CA_FILE")]
+    #[arg(
+        long = CLIENT_CA_FILE.trim_start_matches('-'),
+        value_name = "FILE",
+        env = "PV_TOPOLOGY_WEBHOOK_CLIENT_CA_FILE"
+    )]
     pub client_ca_file: Option<PathBuf>,
     /// How often the certificate, key and client CA files are checked for changes (content, so
     /// that a Secret volume's symlink swap is seen).
@@ -334,6 +352,7 @@ impl ValueEnum for OnLookupError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::NamedFile;
     use clap::CommandFactory;
 
     #[test]
@@ -386,6 +405,29 @@ mod tests {
         assert_eq!(args.server.shutdown_delay, Duration::ZERO);
         assert_eq!(args.server.drain_timeout, Duration::from_secs(10));
         assert_eq!(args.tls.client_ca_file, None);
+        let config = crate::serve_config(&args);
+        // Messages about the files name them as the operator did.
+        assert_eq!(config.tls.cert, NamedFile::new("--tls-cert-file", "c.pem"));
+        assert_eq!(config.tls.key, NamedFile::new("--tls-key-file", "k.pem"));
+        assert_eq!(config.client_ca, None);
+        let with_ca = Cli::try_parse_from([
+            "pv-topology-webhook",
+            "serve",
+            "--tls-cert-file",
+            "c.pem",
+            "--tls-key-file",
+            "k.pem",
+            "--client-ca-file",
+            "ca.pem",
+        ])
+        .unwrap();
+        let Command::Serve(with_ca) = with_ca.command else {
+            panic!("not parsed as serve: {:?}", with_ca.command);
+        };
+        assert_eq!(
+            crate::serve_config(&with_ca).client_ca,
+            Some(NamedFile::new("--client-ca-file", "ca.pem"))
+        );
         assert_eq!(
             crate::serve_config(&args).limits,
             crate::server::Limits::default(),

@@ -158,16 +158,22 @@ fn gce_lookup(topology: &TopologyArgs) -> Result<gce::GceLookup, Error> {
     )
 }
 
-/// The server configuration the `serve` flags describe.
+/// The server configuration the `serve` flags describe. Each file is named by its flag
+/// (the names clap parses, [`cli::TLS_CERT_FILE`] and the others), which the `tls`
+/// module's errors and warnings begin with.
 pub fn serve_config(args: &ServeArgs) -> ServeConfig {
     ServeConfig {
         listen: args.server.listen,
         metrics_listen: args.server.metrics_listen,
         tls: TlsFiles {
-            cert: args.tls.tls_cert_file.clone(),
-            key: args.tls.tls_key_file.clone(),
+            cert: tls::NamedFile::new(cli::TLS_CERT_FILE, &args.tls.tls_cert_file),
+            key: tls::NamedFile::new(cli::TLS_KEY_FILE, &args.tls.tls_key_file),
         },
-        client_ca: args.tls.client_ca_file.clone(),
+        client_ca: args
+            .tls
+            .client_ca_file
+            .as_ref()
+            .map(|path| tls::NamedFile::new(cli::CLIENT_CA_FILE, path)),
         reload_interval: args.tls.tls_reload_interval,
         shutdown_delay: args.server.shutdown_delay,
         drain_timeout: args.server.drain_timeout,

@@ -3,25 +3,31 @@
 //! contents. Reading through the paths on every poll sees a Kubernetes Secret volume's
 //! `..data` symlink swap, which a watch on the file itself can miss; a pair that does not
 //! load keeps the last good one in service.
+//!
+//! The module does not know the command line: each file comes as a [`NamedFile`], with
+//! the name the operator knows it by (the CLI layer gives the flag), and every error or
+//! warning about a file begins with that name and the path.
+
+mod client_ca;
 
 use std::fmt;
 use std::hash::{DefaultHasher, Hash as _, Hasher as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use cloud_access::files::{FileError, read_regular};
-use rustls::client::danger::HandshakeSignatureValid;
+use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme};
 use thiserror::Error;
 
+pub use self::client_ca::ClientCaVerifier;
+use self::client_ca::WatchedClientCa;
 use crate::metrics::Metrics;
 
 /// ALPN protocols offered, in preference order; kube-apiserver asks for HTTP/2.
@@ -38,33 +44,62 @@ pub const EXPIRY_WARNING: Duration = Duration::from_secs(7 * 86_400);
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum TlsError {
-    #[error("{flag} {source}")]
+    /// `name` is the file's [`NamedFile::name`]; `source` gives the path.
+    #[error("{name} {source}")]
     Read {
-        flag: &'static str,
+        name: &'static str,
         #[source]
         source: FileError,
     },
-    #[error("{flag} {}: {reason}", path.display())]
-    Invalid {
-        flag: &'static str,
-        path: PathBuf,
-        reason: String,
-    },
-    #[error("--tls-key-file {} does not fit --tls-cert-file {}: {reason}", key.display(), cert.display())]
+    #[error("{file}: {reason}")]
+    Invalid { file: NamedFile, reason: String },
+    #[error("{key} does not fit {cert}: {reason}")]
     Mismatch {
-        cert: PathBuf,
-        key: PathBuf,
+        cert: NamedFile,
+        key: NamedFile,
         reason: String,
     },
     #[error("cannot build the TLS configuration: {0}")]
     Config(String),
 }
 
+/// A file the operator gave, and the name they know it by (the CLI layer gives the
+/// command-line flag that named it): messages about the file begin with `name path`
+/// (its [`Display`](fmt::Display)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedFile {
+    pub name: &'static str,
+    pub path: PathBuf,
+}
+
+impl NamedFile {
+    /// The file at `path`, known as `name`.
+    pub fn new(name: &'static str, path: impl Into<PathBuf>) -> Self {
+        Self {
+            name,
+            path: path.into(),
+        }
+    }
+
+    fn invalid(&self, reason: String) -> TlsError {
+        TlsError::Invalid {
+            file: self.clone(),
+            reason,
+        }
+    }
+}
+
+impl fmt::Display for NamedFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.name, self.path.display())
+    }
+}
+
 /// Where the serving certificate and key are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
-    pub cert: PathBuf,
-    pub key: PathBuf,
+    pub cert: NamedFile,
+    pub key: NamedFile,
 }
 
 /// What we report about a loaded serving certificate.
@@ -88,12 +123,9 @@ pub fn provider() -> Arc<CryptoProvider> {
 /// Parses a PEM chain and key into a [`CertifiedKey`], checking that the key is the
 /// leaf's.
 pub fn certified_key(files: &TlsFiles, cert_pem: &[u8], key_pem: &[u8]) -> Result<(CertifiedKey, CertInfo), TlsError> {
-    let chain = read_certs("--tls-cert-file", &files.cert, cert_pem)?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::Invalid {
-        flag: "--tls-key-file",
-        path: files.key.clone(),
-        reason: format!("no usable PEM private key: {e}"),
-    })?;
+    let chain = read_certs(&files.cert, cert_pem)?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| files.key.invalid(format!("no usable PEM private key: {e}")))?;
     let info = cert_info(&files.cert, &chain)?;
     let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|e| TlsError::Mismatch {
         cert: files.cert.clone(),
@@ -103,12 +135,8 @@ pub fn certified_key(files: &TlsFiles, cert_pem: &[u8], key_pem: &[u8]) -> Resul
     Ok((certified, info))
 }
 
-fn read_certs(flag: &'static str, path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let invalid = |reason: String| TlsError::Invalid {
-        flag,
-        path: path.to_owned(),
-        reason,
-    };
+fn read_certs(file: &NamedFile, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let invalid = |reason: String| file.invalid(reason);
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| invalid(format!("bad PEM: {e}")))?;
@@ -118,17 +146,10 @@ fn read_certs(flag: &'static str, path: &Path, pem: &[u8]) -> Result<Vec<Certifi
     Ok(certs)
 }
 
-fn cert_info(path: &Path, chain: &[CertificateDer<'_>]) -> Result<CertInfo, TlsError> {
-    let leaf = chain.first().ok_or_else(|| TlsError::Invalid {
-        flag: "--tls-cert-file",
-        path: path.to_owned(),
-        reason: "no certificate".to_owned(),
-    })?;
-    let (_, parsed) = x509_parser::parse_x509_certificate(leaf).map_err(|e| TlsError::Invalid {
-        flag: "--tls-cert-file",
-        path: path.to_owned(),
-        reason: format!("the first certificate is not X.509: {e}"),
-    })?;
+fn cert_info(file: &NamedFile, chain: &[CertificateDer<'_>]) -> Result<CertInfo, TlsError> {
+    let leaf = chain.first().ok_or_else(|| file.invalid("no certificate".to_owned()))?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(leaf)
+        .map_err(|e| file.invalid(format!("the first certificate is not X.509: {e}")))?;
     Ok(CertInfo {
         serial: parsed.raw_serial_as_string(),
         not_before: parsed.validity().not_before.timestamp(),
@@ -137,10 +158,13 @@ fn cert_info(path: &Path, chain: &[CertificateDer<'_>]) -> Result<CertInfo, TlsE
     })
 }
 
-/// Reads a PEM file named by `flag`: a regular file (a FIFO or device is refused, not
-/// waited on or read without end) of at most [`MAX_PEM_FILE_BYTES`].
-fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
-    read_regular(path, MAX_PEM_FILE_BYTES).map_err(|source| TlsError::Read { flag, source })
+/// Reads a PEM file: a regular file (a FIFO or device is refused, not waited on or read
+/// without end) of at most [`MAX_PEM_FILE_BYTES`].
+fn read_file(file: &NamedFile) -> Result<Vec<u8>, TlsError> {
+    read_regular(&file.path, MAX_PEM_FILE_BYTES).map_err(|source| TlsError::Read {
+        name: file.name,
+        source,
+    })
 }
 
 /// Where the serving certificate stands in its validity period.
@@ -293,104 +317,12 @@ pub fn server_config(
     if checks_clients {
         // A resumed session skips the client-certificate check: without resumption,
         // every new connection is checked against the client CAs in force now, so a
-        // CA removed from --client-ca-file stops being accepted. The apiserver keeps
+        // CA removed from the client CA file stops being accepted. The apiserver keeps
         // its connections open, so full handshakes are rare.
         config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
         config.send_tls13_tickets = 0;
     }
     Ok(config)
-}
-
-/// A verifier of client certificates against the CAs of `--client-ca-file` at `path`.
-fn webpki_client_verifier(path: &Path, pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
-    let invalid = |reason: String| TlsError::Invalid {
-        flag: "--client-ca-file",
-        path: path.to_owned(),
-        reason,
-    };
-    let mut roots = RootCertStore::empty();
-    for cert in read_certs("--client-ca-file", path, pem)? {
-        roots.add(cert).map_err(|e| invalid(e.to_string()))?;
-    }
-    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-        .build()
-        .map_err(|e| invalid(e.to_string()))
-}
-
-/// The WebPKI client verifier for the current `--client-ca-file`, swapped on reload like
-/// the serving certificate. Client certificates are required.
-pub struct ClientCaVerifier {
-    current: ArcSwap<Arc<dyn ClientCertVerifier>>,
-}
-
-impl fmt::Debug for ClientCaVerifier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientCaVerifier").finish_non_exhaustive()
-    }
-}
-
-impl ClientCaVerifier {
-    /// Reads the CA file at `path`.
-    pub fn load(path: &Path) -> Result<Self, TlsError> {
-        let pem = read_file("--client-ca-file", path)?;
-        Ok(Self {
-            current: ArcSwap::from_pointee(webpki_client_verifier(path, &pem)?),
-        })
-    }
-
-    fn verifier(&self) -> Arc<Arc<dyn ClientCertVerifier>> {
-        self.current.load_full()
-    }
-}
-
-impl ClientCertVerifier for ClientCaVerifier {
-    fn client_auth_mandatory(&self) -> bool {
-        true
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        // The hints would borrow from a verifier a reload may drop; an empty list lets
-        // the client send the certificate it has, which is what the apiserver does.
-        &[]
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        self.verifier().verify_client_cert(end_entity, intermediates, now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.verifier().verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.verifier().verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.verifier().supported_verify_schemes()
-    }
-}
-
-/// The client CA file being watched.
-struct WatchedClientCa {
-    path: PathBuf,
-    verifier: Arc<ClientCaVerifier>,
-    last_seen: u64,
 }
 
 /// What one poll of the files did.
@@ -429,22 +361,12 @@ impl CertReloader {
     /// an error.
     pub fn load(
         files: TlsFiles,
-        client_ca: Option<&Path>,
+        client_ca: Option<NamedFile>,
         metrics: Arc<Metrics>,
     ) -> Result<(Self, CertInfo), TlsError> {
         let (cert, key) = read_pair(&files)?;
         let (certified, info) = certified_key(&files, &cert, &key)?;
-        let client_ca = match client_ca {
-            None => None,
-            Some(path) => {
-                let pem = read_file("--client-ca-file", path)?;
-                Some(WatchedClientCa {
-                    path: path.to_owned(),
-                    verifier: Arc::new(ClientCaVerifier::load(path)?),
-                    last_seen: hash_pair(&pem, &[]),
-                })
-            }
-        };
+        let client_ca = client_ca.map(WatchedClientCa::load).transpose()?;
         metrics.certificate_loaded(info.not_after);
         let mut reloader = Self {
             resolver: Arc::new(CertResolver::new(certified)),
@@ -461,26 +383,18 @@ impl CertReloader {
         Ok((reloader, info))
     }
 
-    /// The client verifier to give rustls, when `--client-ca-file` is set.
+    /// The client verifier to give rustls, when a client CA file was given.
     pub fn client_verifier(&self) -> Option<Arc<ClientCaVerifier>> {
-        self.client_ca.as_ref().map(|ca| ca.verifier.clone())
+        self.client_ca.as_ref().map(WatchedClientCa::verifier)
     }
 
     /// Reads the client CA file once and swaps in the new CAs if it changed and loads;
     /// `Ok(true)` when it did.
     pub fn poll_client_ca(&mut self) -> Result<bool, TlsError> {
-        let Some(ca) = &mut self.client_ca else {
-            return Ok(false);
-        };
-        let pem = read_file("--client-ca-file", &ca.path)?;
-        let hash = hash_pair(&pem, &[]);
-        if hash == ca.last_seen {
-            return Ok(false);
+        match &mut self.client_ca {
+            None => Ok(false),
+            Some(ca) => ca.poll(),
         }
-        ca.last_seen = hash;
-        let verifier = webpki_client_verifier(&ca.path, &pem)?;
-        ca.verifier.current.store(Arc::new(verifier));
-        Ok(true)
     }
 
     /// The resolver to give rustls.
@@ -522,8 +436,8 @@ impl CertReloader {
             tracing::warn!(
                 serial = %self.info.serial,
                 not_after = self.info.not_after,
-                "--tls-cert-file {}: {warning}",
-                self.files.cert.display()
+                "{}: {warning}",
+                self.files.cert
             );
         }
     }
@@ -582,10 +496,7 @@ impl CertReloader {
 }
 
 fn read_pair(files: &TlsFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
-    Ok((
-        read_file("--tls-cert-file", &files.cert)?,
-        read_file("--tls-key-file", &files.key)?,
-    ))
+    Ok((read_file(&files.cert)?, read_file(&files.key)?))
 }
 
 fn hash_pair(cert: &[u8], key: &[u8]) -> u64 {
@@ -593,4 +504,30 @@ fn hash_pair(cert: &[u8], key: &[u8]) -> u64 {
     cert.hash(&mut hasher);
     key.hash(&mut hasher);
     hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_each_file_as_its_label_says() {
+        let files = TlsFiles {
+            cert: NamedFile::new("the certificate", "/c.pem"),
+            key: NamedFile::new("the key", "/k.pem"),
+        };
+        let error = certified_key(&files, b"not PEM", b"").map(|_| ()).unwrap_err();
+        assert_eq!(error.to_string(), "the certificate /c.pem: no PEM CERTIFICATE block");
+        let mismatch = TlsError::Mismatch {
+            cert: files.cert.clone(),
+            key: files.key.clone(),
+            reason: "why".to_owned(),
+        };
+        assert_eq!(
+            mismatch.to_string(),
+            "the key /k.pem does not fit the certificate /c.pem: why"
+        );
+        let error = read_file(&NamedFile::new("the CA", "/nonexistent/ca.pem")).unwrap_err();
+        assert!(error.to_string().starts_with("the CA /nonexistent/ca.pem: "), "{error}");
+    }
 }

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::net::*;
-use pv_topology_webhook::tls::{CertInfo, ExpiryWatch, TlsFiles, Validity};
+use pv_topology_webhook::tls::{CertInfo, ExpiryWatch, Validity};
 use rcgen::{CertificateParams, KeyPair};
 use time::OffsetDateTime;
 
@@ -76,10 +76,7 @@ async fn serve_warns_at_start_about_an_expired_certificate_and_stays_ready() {
     let (cert, key) = self_signed(now - time::Duration::days(30), now - time::Duration::days(1));
     std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
     std::fs::write(dir.path().join("tls.key"), key).unwrap();
-    let files = TlsFiles {
-        cert: dir.path().join("tls.crt"),
-        key: dir.path().join("tls.key"),
-    };
+    let files = tls_files(dir.path().join("tls.crt"), dir.path().join("tls.key"));
     let ServeProcess { child, .. } = spawn_serve(&[], &files, &["--shutdown-delay", "0s"]).await;
     assert!(
         Command::new("kill")

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::net::*;
 use pv_topology_webhook::metrics::Metrics;
 use pv_topology_webhook::rules::Rules;
-use pv_topology_webhook::tls::{CertReloader, TlsFiles};
+use pv_topology_webhook::tls::{CertReloader, NamedFile, TlsFiles};
 
 fn mkfifo(path: &Path) {
     assert!(
@@ -71,10 +71,10 @@ fn rules_files_must_be_regular_and_small() {
     }
 }
 
-fn tls_error(files: TlsFiles, client_ca: Option<PathBuf>) -> String {
+fn tls_error(files: TlsFiles, client_ca: Option<NamedFile>) -> String {
     install_provider();
     without_blocking("loading the certificate", move || {
-        CertReloader::load(files, client_ca.as_deref(), Arc::new(Metrics::new()))
+        CertReloader::load(files, client_ca, Arc::new(Metrics::new()))
             .map(|_| ())
             .unwrap_err()
             .to_string()
@@ -90,23 +90,9 @@ fn certificate_key_and_client_ca_files_must_be_regular_and_small() {
     std::fs::write(&ca_file, &ca.pem).unwrap();
     for (path, reason) in bad_files(dir.path(), 2 * 1024 * 1024) {
         let cases = [
-            (
-                "--tls-cert-file",
-                TlsFiles {
-                    cert: path.clone(),
-                    key: good.key.clone(),
-                },
-                None,
-            ),
-            (
-                "--tls-key-file",
-                TlsFiles {
-                    cert: good.cert.clone(),
-                    key: path.clone(),
-                },
-                None,
-            ),
-            ("--client-ca-file", good.clone(), Some(path.clone())),
+            ("--tls-cert-file", tls_files(&path, &good.key.path), None),
+            ("--tls-key-file", tls_files(&good.cert.path, &path), None),
+            ("--client-ca-file", good.clone(), Some(client_ca_file(&path))),
         ];
         for (flag, files, client_ca) in cases {
             let message = tls_error(files, client_ca);
@@ -117,5 +103,5 @@ fn certificate_key_and_client_ca_files_must_be_regular_and_small() {
     }
     // The good files still load.
     install_provider();
-    assert!(CertReloader::load(good, Some(&ca_file), Arc::new(Metrics::new())).is_ok());
+    assert!(CertReloader::load(good, Some(client_ca_file(ca_file)), Arc::new(Metrics::new())).is_ok());
 }

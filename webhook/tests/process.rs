@@ -104,12 +104,9 @@ fn certs_writes_a_ca_and_a_serving_certificate_it_signed() {
     assert!(ca.is_ca());
 
     // The pair loads as the webhook's serving certificate.
-    let files = pv_topology_webhook::tls::TlsFiles {
-        cert: out.join("tls.crt"),
-        key: out.join("tls.key"),
-    };
+    let files = tls_files(out.join("tls.crt"), out.join("tls.key"));
     let pem = |p: &std::path::Path| std::fs::read(p).unwrap();
-    pv_topology_webhook::tls::certified_key(&files, &pem(&files.cert), &pem(&files.key)).unwrap();
+    pv_topology_webhook::tls::certified_key(&files, &pem(&files.cert.path), &pem(&files.key.path)).unwrap();
 
     // Running it again replaces the files.
     let again = Command::new(BIN)

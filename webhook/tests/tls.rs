@@ -91,7 +91,7 @@ async fn client_certificates_are_required_when_a_client_ca_is_set() {
     let clients = TestCa::new("client CA");
     std::fs::write(dir.path().join("client-ca.crt"), &clients.pem).unwrap();
     let mut config = test_config(write_pair(dir.path(), &ca.server()));
-    config.client_ca = Some(dir.path().join("client-ca.crt"));
+    config.client_ca = Some(client_ca_file(dir.path().join("client-ca.crt")));
     let server = Running::start(config, plain()).await;
     let body = fixture("nfs.json");
     let versions = [&rustls::version::TLS13, &rustls::version::TLS12];
@@ -123,7 +123,7 @@ async fn a_missing_or_mismatched_pair_fails_at_start_naming_the_flag() {
     let ca = TestCa::new("ca");
     let files = write_pair(dir.path(), &ca.server());
     let other = ca.server();
-    std::fs::write(&files.key, &other.key_pem).unwrap();
+    std::fs::write(&files.key.path, &other.key_pem).unwrap();
     let state = pv_topology_webhook::server::AppState::new(plain());
     let error = pv_topology_webhook::server::Server::bind(test_config(files.clone()), state.clone())
         .await
@@ -133,10 +133,7 @@ async fn a_missing_or_mismatched_pair_fails_at_start_naming_the_flag() {
         error.contains("--tls-key-file") && error.contains("does not fit --tls-cert-file"),
         "{error}"
     );
-    let missing = TlsFiles {
-        cert: dir.path().join("nope.crt"),
-        key: files.key.clone(),
-    };
+    let missing = tls_files(dir.path().join("nope.crt"), &files.key.path);
     let error = pv_topology_webhook::server::Server::bind(test_config(missing), state.clone())
         .await
         .unwrap_err()
@@ -145,7 +142,7 @@ async fn a_missing_or_mismatched_pair_fails_at_start_naming_the_flag() {
         error.contains("--tls-cert-file") && error.contains("nope.crt"),
         "{error}"
     );
-    std::fs::write(&files.cert, "not PEM").unwrap();
+    std::fs::write(&files.cert.path, "not PEM").unwrap();
     let error = pv_topology_webhook::server::Server::bind(test_config(files), state)
         .await
         .unwrap_err()
@@ -163,10 +160,7 @@ fn secret_volume(dir: &Path, version: &str, issued: &Issued) -> TlsFiles {
     for name in ["tls.crt", "tls.key"] {
         std::os::unix::fs::symlink(format!("..data/{name}"), dir.join(name)).unwrap();
     }
-    TlsFiles {
-        cert: dir.join("tls.crt"),
-        key: dir.join("tls.key"),
-    }
+    tls_files(dir.join("tls.crt"), dir.join("tls.key"))
 }
 
 /// What the kubelet does on a Secret update: a new directory, then an atomic rename of
@@ -382,7 +376,7 @@ async fn the_client_ca_file_is_reloaded_and_a_broken_one_keeps_the_old_cas() {
     let ca_file = dir.path().join("client-ca.crt");
     std::fs::write(&ca_file, &old.pem).unwrap();
     let mut config = test_config(write_pair(dir.path(), &ca.server()));
-    config.client_ca = Some(ca_file.clone());
+    config.client_ca = Some(client_ca_file(&ca_file));
     let server = Running::start(config, plain()).await;
     let body = fixture("nfs.json");
     let as_client = |issuer: &TestCa| {

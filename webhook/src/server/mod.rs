@@ -18,7 +18,6 @@ mod slots;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +33,7 @@ use self::listen::listen;
 pub use self::routes::{AppState, Health, admin_router, router, router_with_limits};
 use self::slots::Slots;
 use crate::review::MAX_REVIEW_BYTES;
-use crate::tls::{CertReloader, TlsError, TlsFiles, server_config};
+use crate::tls::{CertReloader, NamedFile, TlsError, TlsFiles, server_config};
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, Error)]
@@ -59,7 +58,8 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     pub metrics_listen: SocketAddr,
     pub tls: TlsFiles,
-    pub client_ca: Option<PathBuf>,
+    /// CA certificates clients must present a certificate from; none, no client check.
+    pub client_ca: Option<NamedFile>,
     pub reload_interval: Duration,
     pub shutdown_delay: Duration,
     pub drain_timeout: Duration,
@@ -162,8 +162,7 @@ pub struct Server {
 impl Server {
     /// Loads the certificate and binds both listeners; any failure names the flag at fault.
     pub async fn bind(config: ServeConfig, state: AppState) -> Result<Self, ServeError> {
-        let (reloader, info) =
-            CertReloader::load(config.tls.clone(), config.client_ca.as_deref(), state.metrics.clone())?;
+        let (reloader, info) = CertReloader::load(config.tls.clone(), config.client_ca.clone(), state.metrics.clone())?;
         tracing::info!(serial = %info.serial, not_after = info.not_after, chain = info.chain_len, "serving certificate loaded");
         let tls = server_config(reloader.resolver(), reloader.client_verifier())?;
         let listener = listen("--listen", config.listen)?;

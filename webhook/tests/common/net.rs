@@ -11,9 +11,10 @@ use std::time::Duration;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use pv_topology_webhook::cli;
 use pv_topology_webhook::review::Reviewer;
 use pv_topology_webhook::server::{AppState, ServeConfig, Server};
-use pv_topology_webhook::tls::TlsFiles;
+use pv_topology_webhook::tls::{NamedFile, TlsFiles};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
@@ -108,15 +109,26 @@ pub fn serial_of(der: &[u8]) -> String {
     cert.raw_serial_as_string()
 }
 
+/// The serving pair at `cert` and `key`, each named by its flag as `serve_config` names
+/// them.
+pub fn tls_files(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> TlsFiles {
+    TlsFiles {
+        cert: NamedFile::new(cli::TLS_CERT_FILE, cert),
+        key: NamedFile::new(cli::TLS_KEY_FILE, key),
+    }
+}
+
+/// The client CA file at `path`, named by its flag as `serve_config` names it.
+pub fn client_ca_file(path: impl Into<PathBuf>) -> NamedFile {
+    NamedFile::new(cli::CLIENT_CA_FILE, path)
+}
+
 /// Writes the pair as `dir/tls.crt` and `dir/tls.key`.
 pub fn write_pair(dir: &Path, issued: &Issued) -> TlsFiles {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("tls.crt"), &issued.chain_pem).unwrap();
     std::fs::write(dir.join("tls.key"), &issued.key_pem).unwrap();
-    TlsFiles {
-        cert: dir.join("tls.crt"),
-        key: dir.join("tls.key"),
-    }
+    tls_files(dir.join("tls.crt"), dir.join("tls.key"))
 }
 
 /// A client trusting `ca_pem`, limited to `versions`, offering `alpn`, with an optional
@@ -270,9 +282,9 @@ pub async fn spawn_serve(global: &[&str], files: &TlsFiles, args: &[&str]) -> Se
         .args(global)
         .arg("serve")
         .arg("--tls-cert-file")
-        .arg(&files.cert)
+        .arg(&files.cert.path)
         .arg("--tls-key-file")
-        .arg(&files.key)
+        .arg(&files.key.path)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
         .args(args)
