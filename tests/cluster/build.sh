@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the cluster tier's Go binaries from the Go module proxy, at the
 # versions pinned in tests/cluster/go.mod, into
-# .cache/cluster-bin/<k8s-version>/ : kube-apiserver, etcd, the kubelet-side
-# test program (kubelet-credcheck) and kustomize-render. A binary already
+# .cache/cluster-bin/<k8s-version>/ : kube-apiserver, etcd, kube-scheduler,
+# kube-controller-manager, the kubelet-side test programs (kubelet-credcheck,
+# kubelet-nodeip) and kustomize-render. A binary already
 # there is not rebuilt unless its inputs (Go version, go.mod, go.sum, the
 # program's sources) changed. Go's caches live in .cache/go/.
 #
@@ -56,6 +57,10 @@ build() { # name stamp-inputs... -- package
 t_start=$(now)
 build etcd "$here/cmd/etcd/main.go" -- ./cmd/etcd
 build kube-apiserver -- k8s.io/kubernetes/cmd/kube-apiserver
+# After kube-apiserver, whose packages (client-go, apiserver, the API types)
+# they share from Go's build cache.
+build kube-scheduler -- k8s.io/kubernetes/cmd/kube-scheduler
+build kube-controller-manager -- k8s.io/kubernetes/cmd/kube-controller-manager
 build kubelet-credcheck "$here"/cmd/kubelet-credcheck/*.go -- ./cmd/kubelet-credcheck
 build kustomize-render "$here"/cmd/kustomize-render/*.go -- ./cmd/kustomize-render
 build kubelet-nodeip "$here"/cmd/kubelet-nodeip/*.go -- ./cmd/kubelet-nodeip

@@ -15,13 +15,17 @@ use crate::{cluster_bin, kubernetes_version};
 /// The issuer of the cluster's service-account tokens.
 pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
-/// A running etcd + kube-apiserver. Dropping it stops both (process groups)
-/// and removes its directory; if the thread is panicking, the tails of both
-/// logs are printed first. Set `CLUSTER_KEEP_DIR=1` to keep the directory.
+/// A running etcd + kube-apiserver, and the control-plane components a test
+/// started against them (`start_scheduler`, `start_controller_manager`).
+/// Dropping it stops them all (process groups, the components first) and
+/// removes its directory; if the thread is panicking, the tails of the logs
+/// are printed first. Set `CLUSTER_KEEP_DIR=1` to keep the directory.
 pub struct TestCluster {
     dir: Option<tempfile::TempDir>,
     etcd: Proc,
     apiserver: Proc,
+    /// kube-scheduler, kube-controller-manager: in the order started.
+    pub(crate) components: Vec<Proc>,
     client: kube::Client,
     /// `https://127.0.0.1:<port>`.
     pub server: String,
@@ -149,6 +153,7 @@ impl TestCluster {
             dir: Some(dir),
             etcd,
             apiserver,
+            components: Vec::new(),
             client,
             server,
             kubeconfig,
@@ -216,15 +221,24 @@ impl TestCluster {
         self.dir.as_ref().expect("dir").path()
     }
 
-    /// The tails of the etcd and kube-apiserver logs.
+    /// The tails of the etcd, kube-apiserver and components' logs.
     pub fn logs(&self) -> String {
-        format!(
+        let mut text = format!(
             "--- etcd log ({}) ---\n{}\n--- kube-apiserver log ({}) ---\n{}",
             self.etcd.log.display(),
             self.etcd.tail(6000),
             self.apiserver.log.display(),
             self.apiserver.tail(20000)
-        )
+        );
+        for component in &self.components {
+            text.push_str(&format!(
+                "\n--- {} log ({}) ---\n{}",
+                component.name,
+                component.log.display(),
+                component.tail(8000)
+            ));
+        }
+        text
     }
 }
 
@@ -232,6 +246,9 @@ impl Drop for TestCluster {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!("cluster-harness: test failed; cluster logs follow\n{}", self.logs());
+        }
+        for component in self.components.iter_mut().rev() {
+            component.stop();
         }
         self.apiserver.stop();
         self.etcd.stop();

@@ -1,11 +1,14 @@
-//! Cluster test tier support: a real etcd and kube-apiserver, built from the
-//! Go module proxy by `tests/cluster/build.sh`, started on free loopback
-//! ports with generated certificates, and kubelet's own credential-provider
+//! Cluster test tier support: a real etcd and kube-apiserver (and, for the
+//! tests that schedule pods, kube-scheduler and kube-controller-manager),
+//! built from the Go module proxy by `tests/cluster/build.sh`, started on
+//! free loopback ports with generated certificates, and kubelet's own credential-provider
 //! code (`kubelet-credcheck`) for the Rust tests to compare against.
 //!
 //! ```text
-//! let cluster = TestCluster::start().await;   // etcd + kube-apiserver, /readyz ok
+//! let mut cluster = TestCluster::start().await; // etcd + kube-apiserver, /readyz ok
 //! let client = cluster.client();             // kube::Client as system:masters
+//! cluster.start_scheduler()?;                // kube-scheduler, kube-controller-manager
+//! cluster.start_controller_manager(&["persistentvolume-binder-controller"])?;
 //! // ... the cluster is torn down when `cluster` drops, even on panic.
 //! ```
 //!
@@ -20,6 +23,7 @@ use std::process::{Command, Output};
 use anyhow::{Context, Result, bail};
 
 mod cluster;
+mod control_plane;
 pub mod corpus;
 mod differential;
 mod moto;

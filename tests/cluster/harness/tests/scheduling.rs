@@ -1,0 +1,364 @@
+//! The webhook's purpose, end to end: a real kube-scheduler and
+//! kube-controller-manager (only its PersistentVolume binder) run against the
+//! test apiserver, with Node objects in the three zones of us-central1 (no
+//! kubelet: the test sets their status through the API, the scheduler binds
+//! pods through the API, and nothing runs them). PVs for GCE PDs are created
+//! through the apiserver with `pv-topology-webhook serve` registered as in
+//! `webhook.rs`; a PVC binds to each, and the scheduler places the Pod that
+//! uses it.
+//!
+//! The nodes' resources make each outcome certain: zones a and b have 2 CPUs,
+//! zone c has 8. A pod asking 100m goes to zone c, the scheduler's favourite,
+//! unless a filter rules c out (shown by a pod without a volume); a pod asking
+//! 4 CPUs fits zone c only.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cluster_harness::TestCluster;
+use cluster_harness::webhook::{Served, register, serve};
+use common::*;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+const REGION_NAME: &str = "us-central1";
+/// The PD CSI driver's own topology key: the webhook's nodeAffinity for
+/// `pd.csi.storage.gke.io` names it, and GKE nodes carry it.
+const GKE_ZONE: &str = "topology.gke.io/zone";
+const NAMESPACE: &str = "scheduling";
+/// Each PV carries `scheduling-test/pv: <its name>`; its claim selects it.
+const PV_LABEL: &str = "scheduling-test/pv";
+/// The base configuration's objectSelector: a PV labelled so is never sent.
+const SKIP: &str = "pv-topology-webhook.io/skip";
+const BINDER: &str = "persistentvolume-binder-controller";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A cluster with a scheduler, the PV binder, three zones' nodes
+/// (`{prefix}-a`, `-b`, `-c`) and the webhook registered (failurePolicy Fail,
+/// `--rules tests/data/cluster/scheduling-rules.yaml`).
+struct Zoned {
+    served: Served,
+    client: kube::Client,
+    prefix: &'static str,
+    // Last: dropped after the webhook.
+    _cluster: TestCluster,
+}
+
+impl Zoned {
+    async fn start(prefix: &'static str) -> Zoned {
+        let t0 = Instant::now();
+        let mut cluster = TestCluster::start().await;
+        cluster.start_scheduler().expect("kube-scheduler");
+        cluster
+            .start_controller_manager(&[BINDER])
+            .expect("kube-controller-manager");
+        let client = cluster.client();
+        for (zone, cpu) in [("a", "2"), ("b", "2"), ("c", "8")] {
+            create_node(
+                &client,
+                &format!("{prefix}-{zone}"),
+                &format!("{REGION_NAME}-{zone}"),
+                cpu,
+            )
+            .await;
+        }
+        // No ServiceAccount controller runs: the pods' service account is made here.
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &object(json!({"metadata": {"name": NAMESPACE}})),
+            )
+            .await
+            .unwrap();
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+        accounts
+            .create(
+                &PostParams::default(),
+                &object(json!({"metadata": {"name": "default"}})),
+            )
+            .await
+            .unwrap();
+
+        let rules = cluster_harness::workspace_root().join("tests/data/cluster/scheduling-rules.yaml");
+        let served = serve(&["--rules", rules.to_str().unwrap()], &[]);
+        register(&client, &served.webhook.url(), &served.ca_bundle, "Fail").await;
+        wait_labeled(&Api::all(client.clone())).await;
+        eprintln!(
+            "scheduling: {prefix}: cluster, scheduler, binder, nodes and webhook in {:.1?}",
+            t0.elapsed()
+        );
+        Zoned {
+            served,
+            client,
+            prefix,
+            _cluster: cluster,
+        }
+    }
+
+    fn node(&self, zone: &str) -> String {
+        format!("{}-{zone}", self.prefix)
+    }
+
+    fn pvs(&self) -> Api<PersistentVolume> {
+        Api::all(self.client.clone())
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), NAMESPACE)
+    }
+
+    /// Creates a PV for the GCE PD `handle` (with `labels` besides its claim's)
+    /// and waits until the binder has seen it; the PV as the apiserver stored it.
+    async fn create_pv(&self, name: &str, handle: &str, labels: Value) -> PersistentVolume {
+        let mut labels = labels;
+        labels[PV_LABEL] = json!(name);
+        let spec = json!({"csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": handle, "fsType": "ext4"}});
+        let stored = self
+            .pvs()
+            .create(&PostParams::default(), &pv(name, labels, json!({}), spec))
+            .await
+            .unwrap();
+        // The binder matches claims to Available volumes only, and a claim it
+        // could not bind waits for its next sync (15 s): the claim comes after.
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let phase = self.pvs().get(name).await.unwrap().status.and_then(|s| s.phase);
+            if phase.as_deref() == Some("Available") {
+                return stored;
+            }
+            assert!(Instant::now() < deadline, "PV {name} never Available: {phase:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Creates the claim `name` selecting the PV `pv` and waits until the
+    /// binder has bound them.
+    async fn bind_claim(&self, name: &str, pv: &str) {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let claim = object(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "resources": {"requests": {"storage": "1Gi"}},
+                "selector": {"matchLabels": {PV_LABEL: pv}},
+            },
+        }));
+        claims.create(&PostParams::default(), &claim).await.unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let claim = claims.get(name).await.unwrap();
+            let phase = claim.status.as_ref().and_then(|s| s.phase.clone());
+            if phase.as_deref() == Some("Bound") {
+                let bound = claim.spec.as_ref().and_then(|s| s.volume_name.clone());
+                assert_eq!(bound.as_deref(), Some(pv), "claim {name}");
+                let volume = self.pvs().get(pv).await.unwrap();
+                let phase = volume.status.and_then(|s| s.phase);
+                assert_eq!(phase.as_deref(), Some("Bound"), "PV {pv}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "claim {name} not bound to {pv}: {phase:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Creates the pod `name` asking `cpu`, with the claim `claim` mounted if any.
+    async fn create_pod(&self, name: &str, claim: Option<&str>, cpu: &str) {
+        let mut container = json!({
+            "name": "app",
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+        });
+        let mut spec = json!({"containers": []});
+        if let Some(claim) = claim {
+            container["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+            spec["volumes"] = json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]);
+        }
+        spec["containers"] = json!([container]);
+        let pod = object(json!({"metadata": {"name": name}, "spec": spec}));
+        self.pods().create(&PostParams::default(), &pod).await.unwrap();
+    }
+
+    /// The node the scheduler bound the pod to.
+    async fn scheduled(&self, name: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let pod = self.pods().get(name).await.unwrap();
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                return node;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pod {name} never bound: {:?}",
+                scheduled_condition(&pod)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The scheduler's message once it has found no node for the pod.
+    async fn unschedulable(&self, name: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let pod = self.pods().get(name).await.unwrap();
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            assert_eq!(node, None, "pod {name} was bound");
+            if let Some((status, reason, message)) = scheduled_condition(&pod)
+                && status == "False"
+            {
+                assert_eq!(reason, "Unschedulable", "{message}");
+                return message;
+            }
+            assert!(Instant::now() < deadline, "pod {name}: no scheduling attempt");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn object<T: serde::de::DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).unwrap()
+}
+
+/// A Node as kubelet would register it (zone, region and GKE's zone label),
+/// made Ready with `cpu` CPUs, 8Gi and 110 pods through the status
+/// subresource. Nothing runs the node lifecycle controller, which would lift
+/// the `node.kubernetes.io/not-ready` taint the apiserver's admission puts on
+/// a new node: the test lifts it.
+async fn create_node(client: &kube::Client, name: &str, zone: &str, cpu: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = object(json!({"metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        ZONE: zone,
+        REGION: REGION_NAME,
+        GKE_ZONE: zone,
+    }}}));
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let resources = json!({"cpu": cpu, "memory": "8Gi", "pods": "110"});
+    let status = json!({"status": {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "set by the test"}],
+    }});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let untainted = json!({"spec": {"taints": null}});
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(&untainted))
+        .await
+        .unwrap();
+}
+
+/// The pod's PodScheduled condition: status, reason, message.
+fn scheduled_condition(pod: &Pod) -> Option<(String, String, String)> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let c = conditions.iter().find(|c| c.type_ == "PodScheduled")?;
+    Some((
+        c.status.clone(),
+        c.reason.clone().unwrap_or_default(),
+        c.message.clone().unwrap_or_default(),
+    ))
+}
+
+#[tokio::test]
+async fn a_pod_is_bound_only_to_nodes_in_its_volumes_zones() {
+    let z = Zoned::start("follow").await;
+    let (a, b, c) = (z.node("a"), z.node("b"), z.node("c"));
+
+    // Without a volume, the scheduler prefers zone c (the most free CPU).
+    z.create_pod("no-volume", None, "100m").await;
+    assert_eq!(z.scheduled("no-volume").await, c);
+
+    // A zonal PD in us-central1-a: labelled and pinned by the webhook, bound by
+    // the binder, and its pod goes to the one node of that zone.
+    let stored = z
+        .create_pv(
+            "follow-zonal",
+            "projects/P/zones/us-central1-a/disks/follow-zonal",
+            json!({}),
+        )
+        .await;
+    assert_eq!(labels(&stored)[ZONE], "us-central1-a");
+    assert_eq!(labels(&stored)[REGION], REGION_NAME);
+    assert_eq!(affinity(&stored), zone_affinity(GKE_ZONE, "us-central1-a"));
+    z.bind_claim("zonal", "follow-zonal").await;
+    z.create_pod("zonal", Some("zonal"), "100m").await;
+    assert_eq!(z.scheduled("zonal").await, a, "the zonal PD's pod left its zone");
+
+    // A regional PD replicated to zones a and b (the rules file): its pod goes
+    // to one of their nodes, never to zone c.
+    let stored = z
+        .create_pv(
+            "follow-regional",
+            "projects/P/regions/us-central1/disks/follow-regional",
+            json!({}),
+        )
+        .await;
+    assert_eq!(labels(&stored)[ZONE], "us-central1-a__us-central1-b");
+    assert_eq!(
+        affinity(&stored),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": GKE_ZONE, "operator": "In", "values": ["us-central1-a", "us-central1-b"]}
+        ]}]}})
+    );
+    z.bind_claim("regional", "follow-regional").await;
+    z.create_pod("regional", Some("regional"), "100m").await;
+    let node = z.scheduled("regional").await;
+    assert!(
+        node == a || node == b,
+        "the regional PD's pod went to {node}, outside zones a and b"
+    );
+}
+
+#[tokio::test]
+async fn without_the_webhook_a_pod_lands_in_a_zone_its_disk_is_not_in() {
+    let z = Zoned::start("skip").await;
+    let c = z.node("c");
+
+    // A zonal PD in us-central1-a that opted out of the webhook: never sent to
+    // it (its request counter does not move), stored without topology.
+    let before = z.served.webhook.requests();
+    let stored = z
+        .create_pv(
+            "skip-unlabelled",
+            "projects/P/zones/us-central1-a/disks/skip-unlabelled",
+            json!({SKIP: "true"}),
+        )
+        .await;
+    assert_eq!(z.served.webhook.requests(), before, "the skipped PV was sent");
+    assert_eq!(labels(&stored), json!({SKIP: "true", PV_LABEL: "skip-unlabelled"}));
+    assert_eq!(affinity(&stored), Value::Null);
+    z.bind_claim("unlabelled", "skip-unlabelled").await;
+    // A pod asking 4 CPUs fits zone c only, and nothing stops it going there:
+    // bound to a node whose zone cannot attach its disk (in production, stuck
+    // in ContainerCreating).
+    z.create_pod("unlabelled", Some("unlabelled"), "4").await;
+    assert_eq!(z.scheduled("unlabelled").await, c);
+
+    // The same disk and pod with the webhook: the PV is pinned to zone a, and
+    // the scheduler leaves the pod Pending instead of binding it to zone c.
+    let stored = z
+        .create_pv(
+            "skip-labelled",
+            "projects/P/zones/us-central1-a/disks/skip-labelled",
+            json!({}),
+        )
+        .await;
+    assert_eq!(affinity(&stored), zone_affinity(GKE_ZONE, "us-central1-a"));
+    z.bind_claim("labelled", "skip-labelled").await;
+    z.create_pod("labelled", Some("labelled"), "4").await;
+    // Zone c has the room but not the disk; zones a and b have neither room
+    // nor, for b, the disk (the first filter a node fails is the one counted).
+    let message = z.unschedulable("labelled").await;
+    assert!(message.contains("0/3 nodes are available"), "{message}");
+    assert!(
+        message.contains("1 node(s) didn't match PersistentVolume's node affinity"),
+        "{message}"
+    );
+    assert!(message.contains("2 Insufficient cpu"), "{message}");
+}
