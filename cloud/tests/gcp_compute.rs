@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cloud_access::gcp::{AccessToken, CachedTokenSource, ComputeClient, Disk, GcpError, TokenSource};
-use fake::Fake;
+use fake::{Fake, FakeExt};
 use secrecy::SecretString;
 use serde_json::json;
 
@@ -54,7 +54,7 @@ async fn zonal_and_regional_disks() {
     assert_eq!(regional.region.as_deref(), Some("us-central1"));
     assert_eq!(regional.replica_zones, ["us-central1-a", "us-central1-c"]);
     // One token for both calls.
-    assert_eq!(fake.requests(TOKEN_PATH).await, 1);
+    assert_eq!(fake.requests(TOKEN_PATH), 1);
 }
 
 #[tokio::test]
@@ -191,7 +191,7 @@ async fn names_that_are_not_one_path_segment_are_refused_unsent() {
         let error = compute.disk(project, zone, disk, soon()).await.unwrap_err();
         assert!(matches!(error, GcpError::InvalidName { .. }), "{error}");
     }
-    assert_eq!(fake.all_requests().await, 0);
+    assert_eq!(fake.all_requests(), 0);
 }
 
 #[tokio::test]

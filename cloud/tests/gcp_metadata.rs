@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_access::gcp::{CachedTokenSource, DEFAULT_METADATA_BASE, GcpError, metadata_base};
-use fake::Fake;
+use fake::{Fake, FakeExt};
 use secrecy::ExposeSecret;
 use serde_json::json;
 
@@ -44,7 +44,7 @@ async fn attribute_names_are_checked_before_any_request() {
         let error = fake.metadata().attribute(bad).await.unwrap_err();
         assert!(matches!(error, GcpError::InvalidName { .. }), "{bad:?}: {error}");
     }
-    assert_eq!(fake.all_requests().await, 0);
+    assert_eq!(fake.all_requests(), 0);
 }
 
 #[tokio::test]
@@ -77,11 +77,11 @@ async fn tokens_are_kept_then_refreshed_before_they_expire() {
     let again = tokens.get().await.unwrap();
     assert_eq!(first.secret().expose_secret(), "ya29.metadata-1");
     assert_eq!(again.secret().expose_secret(), "ya29.metadata-1");
-    assert_eq!(fake.requests(TOKEN_PATH).await, 1);
+    assert_eq!(fake.requests(TOKEN_PATH), 1);
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let refreshed = tokens.get().await.unwrap();
     assert_eq!(refreshed.secret().expose_secret(), "ya29.metadata-2");
-    assert_eq!(fake.requests(TOKEN_PATH).await, 2);
+    assert_eq!(fake.requests(TOKEN_PATH), 2);
 }
 
 #[tokio::test]
@@ -91,7 +91,7 @@ async fn an_hour_long_token_is_fetched_once() {
     for _ in 0..5 {
         assert_eq!(tokens.get().await.unwrap().secret().expose_secret(), "ya29.metadata-1");
     }
-    assert_eq!(fake.requests(TOKEN_PATH).await, 1);
+    assert_eq!(fake.requests(TOKEN_PATH), 1);
 }
 
 #[tokio::test]
@@ -108,7 +108,7 @@ async fn concurrent_callers_share_one_fetch() {
     for caller in callers {
         assert_eq!(caller.await.unwrap().secret().expose_secret(), "ya29.metadata-1");
     }
-    assert_eq!(fake.requests(TOKEN_PATH).await, 1);
+    assert_eq!(fake.requests(TOKEN_PATH), 1);
 }
 
 #[tokio::test]
@@ -126,7 +126,7 @@ async fn failures_name_the_url_and_status_and_are_not_cached() {
             "{error}"
         );
     }
-    assert_eq!(fake.requests(TOKEN_PATH).await, 2);
+    assert_eq!(fake.requests(TOKEN_PATH), 2);
 }
 
 #[tokio::test]

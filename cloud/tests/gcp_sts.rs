@@ -13,8 +13,9 @@ use cloud_access::gcp::{
     CLOUD_PLATFORM_SCOPE, ComputeClient, GcpError, IamCredentialsClient, StsClient, workload_identity_audience,
 };
 use cloud_access::logging::SECRET_FRAGMENT;
-use fake::{Fake, subject_token};
+use fake::{Fake, FakeExt};
 use secrecy::{ExposeSecret, SecretString};
+use test_fakes::gcp_subject_token as subject_token;
 
 const PROVIDER: &str = "https://container.googleapis.com/v1/projects/demo-project/locations/us-central1/clusters/demo";
 const ACCOUNT: &str = "builder@demo-project.iam.gserviceaccount.com";
@@ -211,5 +212,5 @@ async fn an_account_that_is_not_a_name_is_refused_unsent() {
         .await
         .unwrap_err();
     assert!(matches!(error, GcpError::InvalidName { .. }), "{error}");
-    assert_eq!(fake.all_requests().await, 0);
+    assert_eq!(fake.all_requests(), 0);
 }

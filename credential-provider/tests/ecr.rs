@@ -304,8 +304,6 @@ fn credential_chain_container_endpoint() {
 #[test]
 fn credential_chain_instance_role_through_imdsv2() {
     // The node's instance role, from a fake IMDS written from the EC2 docs.
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("imds.json");
     let role = serde_json::json!({
         "Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": "AKIDINSTANCE",
         "SecretAccessKey": "instance-secret", "Token": "instance-session",
@@ -315,32 +313,15 @@ fn credential_chain_instance_role_through_imdsv2() {
         "latest/meta-data/iam/security-credentials/": "node-role",
         "latest/meta-data/iam/security-credentials/node-role": role,
     });
-    std::fs::write(
-        &scenario,
-        serde_json::json!({"provider": "aws", "tree": tree}).to_string(),
-    )
-    .unwrap();
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let mut imds = std::process::Command::new("python3")
-        .arg(format!("{root}/tests/fakes/metadata_server.py"))
-        .arg(&scenario)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(imds.stdout.take().unwrap()), &mut port).unwrap();
+    let imds = test_fakes::MetadataFake::from_json(&serde_json::json!({"provider": "aws", "tree": tree}));
 
     let ecr = FakeAws::start(Behaviour::ThrottleThenSucceed(0));
     let env = vec![
         ("AWS_ENDPOINT_URL_ECR", ecr.url()),
-        (
-            "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-            format!("http://127.0.0.1:{}/", port.trim()),
-        ),
+        ("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.base()),
     ];
     let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
-    let _ = imds.kill();
-    let _ = imds.wait();
+    drop(imds);
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(signed_with(&ecr, "AKIDINSTANCE/"), "{:?}", ecr.seen.lock().unwrap());
 }

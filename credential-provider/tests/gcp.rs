@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::gcp_fake::{GcpFake, subject_token};
 use common::{Output, assert_no_piece_of, assert_one_line_failure, go_seconds, request, response, run_with_env};
 use serde_json::{Value, json};
+use test_fakes::{GcpFake, gcp_subject_token as subject_token};
 
 const IMAGE: &str = "us-docker.pkg.dev/demo-project/apps/web";
 const IDP: &str = "https://container.googleapis.com/v1/projects/demo-project/locations/us-central1/clusters/demo";

@@ -67,28 +67,14 @@ async fn private_dns_name_comes_from_describe_instances() {
     let (instance_id, private_dns) = (field("instanceId"), field("privateDnsName"));
 
     // IMDS says a DHCP-domain name; EC2 knows the real PrivateDnsName.
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("imds.json");
     let tree = serde_json::json!({
         "latest/meta-data/instance-id": instance_id,
         "latest/meta-data/local-ipv4": "10.0.1.25",
         "latest/meta-data/local-hostname": "node-a.corp.example.com",
         "latest/meta-data/placement/region": "us-east-1",
     });
-    std::fs::write(
-        &scenario,
-        serde_json::json!({"provider": "aws", "tree": tree}).to_string(),
-    )
-    .unwrap();
-    let mut fake = std::process::Command::new("python3")
-        .arg(common::workspace_root().join("tests/fakes/metadata_server.py"))
-        .arg(&scenario)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(fake.stdout.take().unwrap()), &mut line).unwrap();
-    let imds = format!("http://127.0.0.1:{}/", line.trim());
+    let fake = test_fakes::MetadataFake::from_json(&serde_json::json!({"provider": "aws", "tree": tree}));
+    let imds = fake.base();
 
     let run = |extra: &[(&str, &str)]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_node-ip-helper"))
@@ -118,8 +104,7 @@ async fn private_dns_name_comes_from_describe_instances() {
 
     // Without credentials for EC2 the error says what to grant.
     let out = run(&[]);
-    let _ = fake.kill();
-    let _ = fake.wait();
+    drop(fake);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use cloud_access::aws::endpoints::{EC2, EndpointOptions};
 use cloud_access::aws::{AwsClient, AwsCredentials};
 use cluster_harness::Moto;
-use common::{Answer, create_review, csi, pv};
+use common::{Answer, create_review, csi, patched, pv, review_binary};
 use pv_topology_webhook::ebs::{EBS_CSI_DRIVER, EbsLookup};
 use pv_topology_webhook::lookup::{CachedLookup, TopologyLookup};
 use pv_topology_webhook::source::{InTree, VolumeIdentity};
@@ -60,39 +60,27 @@ async fn create_volume(moto: &Moto, region: &str, zone: &str) -> String {
 
 /// `review --aws-ebs-lookup …` on `pv`, against `url`.
 fn review(url: &str, pv: Value, extra: &[&str]) -> Answer {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
-        .args(["review", "--aws-ebs-lookup", "--aws-region", "us-east-1"])
-        // moto's first EC2 call loads its backend, which can take seconds on a
-        // loaded machine; these tests are about answers, not the deadline.
-        .args(["--lookup-timeout", "30s"])
-        .args(extra)
-        .env("AWS_ENDPOINT_URL", url)
-        .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
-        .env("AWS_SECRET_ACCESS_KEY", "test-secret")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &create_review(pv)).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    Answer {
-        review: serde_json::from_slice(&out.stdout).unwrap(),
-        bytes: out.stdout,
-    }
+    // moto's first EC2 call loads its backend, which can take seconds on a
+    // loaded machine; these tests are about answers, not the deadline.
+    let mut args = vec![
+        "--aws-ebs-lookup",
+        "--aws-region",
+        "us-east-1",
+        "--lookup-timeout",
+        "30s",
+    ];
+    args.extend(extra);
+    let env = [
+        ("AWS_ENDPOINT_URL", url),
+        ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
+        ("AWS_SECRET_ACCESS_KEY", "test-secret"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    review_binary(&args, &env, pv)
 }
 
 fn labels(answer: &Answer) -> Value {
-    let patch = answer.patch_json();
-    patch
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|op| op["path"] == "/metadata/labels")
-        .map(|op| op["value"].clone())
-        .unwrap_or(Value::Null)
+    patched(answer, "/metadata/labels")
 }
 
 #[tokio::test]

@@ -5,9 +5,6 @@
 //! behind the shared cache. The pure parts (which volumes, hints, keys, what a search's
 //! answers say) are tested in `src/gce/place.rs`.
 
-#[path = "../../cloud/tests/gcp_fake.rs"]
-mod fake;
-
 mod common;
 
 use std::num::NonZeroUsize;
@@ -15,8 +12,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Answer, assert_idempotent, create_review, csi, pv};
-use fake::Fake;
+use cloud_access::SecureEndpoint;
+use cloud_access::gcp::{GceMetadata, metadata_base};
+use common::{Answer, assert_idempotent, create_review, csi, patched, pv, review_binary};
 use pv_topology_webhook::decision::DecisionConfig;
 use pv_topology_webhook::gce::{GceLookup, GceScope};
 use pv_topology_webhook::lookup::{CachedLookup, TopologyLookup};
@@ -26,6 +24,7 @@ use pv_topology_webhook::review::Reviewer;
 use pv_topology_webhook::rules::Rules;
 use pv_topology_webhook::source::{InTree, VolumeIdentity};
 use serde_json::{Value, json};
+use test_fakes::GcpFake as Fake;
 
 const PD: &str = "pd.csi.storage.gke.io";
 const TOKEN: &str = "GET /computeMetadata/v1/instance/service-accounts/default/token";
@@ -73,40 +72,18 @@ fn review(fake: &Fake, pv: Value, extra: &[&str]) -> Answer {
 }
 
 fn review_within(fake: &Fake, pv: Value, extra: &[&str], timeout: &str) -> Answer {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
-        .args(["review", "--gce-lookup", "--lookup-timeout", timeout])
-        .arg(format!("--gce-compute-endpoint={}compute/v1/", fake.base()))
-        .args(extra)
-        .env("GCE_METADATA_HOST", format!("127.0.0.1:{}", fake.port))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &create_review(pv)).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    Answer {
-        review: serde_json::from_slice(&out.stdout).unwrap(),
-        bytes: out.stdout,
-    }
+    let compute = format!("--gce-compute-endpoint={}compute/v1/", fake.base());
+    let mut args = vec!["--gce-lookup", "--lookup-timeout", timeout, &compute];
+    args.extend(extra);
+    review_binary(&args, &[("GCE_METADATA_HOST", &fake.host())], pv)
 }
 
 fn labels(answer: &Answer) -> Value {
-    let ops = answer.patch_json();
-    let op = ops
-        .as_array()
-        .and_then(|ops| ops.iter().find(|op| op["path"] == "/metadata/labels"));
-    op.map(|op| op["value"].clone()).unwrap_or(Value::Null)
+    patched(answer, "/metadata/labels")
 }
 
 fn terms(answer: &Answer) -> Value {
-    let ops = answer.patch_json();
-    let op = ops
-        .as_array()
-        .and_then(|ops| ops.iter().find(|op| op["path"] == "/spec/nodeAffinity"));
-    op.map(|op| op["value"]["required"]["nodeSelectorTerms"].clone())
-        .unwrap_or(Value::Null)
+    patched(answer, "/spec/nodeAffinity")["required"]["nodeSelectorTerms"].clone()
 }
 
 #[tokio::test]
@@ -140,7 +117,7 @@ async fn a_zonal_disk_is_found_in_the_second_of_several_zones() {
         "GET /computeMetadata/v1/instance/zone".to_owned(),
         "GET /computeMetadata/v1/project/project-id".to_owned(),
     ] {
-        assert_eq!(fake.requests(&key).await, 1, "{key}");
+        assert_eq!(fake.requests(&key), 1, "{key}");
     }
 
     // Configured zones: only those are asked; a CSI handle with UNSPECIFIED gets the
@@ -161,13 +138,9 @@ async fn a_zonal_disk_is_found_in_the_second_of_several_zones() {
         terms(&answer),
         json!([{"matchExpressions": [{"key": "topology.gke.io/zone", "operator": "In", "values": ["us-central1-a"]}]}])
     );
-    assert_eq!(fake.requests(&disk_get("us-central1-b", "pd-zonal")).await, 0);
-    assert_eq!(fake.requests(&disk_get("us-central1-c", "pd-zonal")).await, 1);
-    assert_eq!(
-        fake.requests(REGIONS_GET).await,
-        1,
-        "configured zones need no regions.get"
-    );
+    assert_eq!(fake.requests(&disk_get("us-central1-b", "pd-zonal")), 0);
+    assert_eq!(fake.requests(&disk_get("us-central1-c", "pd-zonal")), 1);
+    assert_eq!(fake.requests(REGIONS_GET), 1, "configured zones need no regions.get");
 }
 
 #[tokio::test]
@@ -182,8 +155,8 @@ async fn the_zone_label_is_tried_first() {
         json!({"topology.kubernetes.io/region": "us-central1", "topology.kubernetes.io/zone": "us-central1-b"})
     );
     // One call, where the label said: no search, no zones or region asked for.
-    assert_eq!(fake.requests(&disk_get("us-central1-b", "pd-b")).await, 1);
-    assert_eq!(fake.all_requests().await, 3, "project, token, one disks.get");
+    assert_eq!(fake.requests(&disk_get("us-central1-b", "pd-b")), 1);
+    assert_eq!(fake.all_requests(), 3, "project, token, one disks.get");
 
     // A label naming another zone is only a hint: the disk is looked for, found, and
     // the label replaced, with a warning.
@@ -246,8 +219,8 @@ async fn regional_disks_get_both_zones_in_one_term() {
             {"key": "topology.gke.io/zone", "operator": "In", "values": ["us-central1-a", "us-central1-c"]}
         ]}])
     );
-    assert_eq!(fake.requests(&region_disk_get("pd-regional")).await, 1);
-    assert_eq!(fake.requests(REGIONS_GET).await, 0, "a regional handle needs no search");
+    assert_eq!(fake.requests(&region_disk_get("pd-regional")), 1);
+    assert_eq!(fake.requests(REGIONS_GET), 0, "a regional handle needs no search");
     // The same answer twice is the same bytes.
     assert_eq!(review(&fake, pv(csi(PD, handle), None), &[]).bytes, answer.bytes);
 
@@ -263,8 +236,8 @@ async fn regional_disks_get_both_zones_in_one_term() {
             {"key": "topology.kubernetes.io/region", "operator": "In", "values": ["us-central1"]}
         ]}])
     );
-    assert_eq!(fake.requests(&region_disk_get("pd-regional")).await, 3);
-    assert_eq!(fake.requests(REGIONS_GET).await, 0);
+    assert_eq!(fake.requests(&region_disk_get("pd-regional")), 3);
+    assert_eq!(fake.requests(REGIONS_GET), 0);
 }
 
 #[tokio::test]
@@ -342,13 +315,11 @@ async fn the_lookup_keeps_its_own_deadline() {
 }
 
 fn lookup(fake: &Fake, deadline: Duration) -> GceLookup {
-    GceLookup::new(
-        fake.metadata(),
-        &fake.endpoint("compute/v1"),
-        GceScope::default(),
-        deadline,
-    )
-    .unwrap()
+    // As in main: one crypto provider for every rustls user in the process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let metadata = GceMetadata::new(metadata_base(Some(&fake.host())).unwrap(), Duration::from_secs(5)).unwrap();
+    let compute = SecureEndpoint::parse("test endpoint", &format!("{}compute/v1", fake.base())).unwrap();
+    GceLookup::new(metadata, &compute, GceScope::default(), deadline).unwrap()
 }
 
 #[tokio::test]
@@ -360,12 +331,12 @@ async fn an_expired_token_is_refreshed() {
     let first = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-b").with_zone_hint(Some("us-central1-b"));
     lookup.lookup(&first).await.unwrap();
     lookup.lookup(&first).await.unwrap();
-    assert_eq!(fake.requests(TOKEN).await, 1);
+    assert_eq!(fake.requests(TOKEN), 1);
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let topology = lookup.lookup(&first).await.unwrap();
     assert_eq!(topology.zones(), ["us-central1-b"]);
-    assert_eq!(fake.requests(TOKEN).await, 2);
-    assert_eq!(fake.requests(&disk_get("us-central1-b", "pd-b")).await, 3);
+    assert_eq!(fake.requests(TOKEN), 2);
+    assert_eq!(fake.requests(&disk_get("us-central1-b", "pd-b")), 3);
 }
 
 #[tokio::test]
@@ -404,15 +375,15 @@ async fn concurrent_reviews_of_one_disk_make_one_call() {
         );
     }
     assert_eq!(
-        fake.requests(&region_disk_get("pd-regional-slow")).await,
+        fake.requests(&region_disk_get("pd-regional-slow")),
         1,
         "one regionDisks.get for ten concurrent reviews"
     );
-    assert_eq!(fake.requests(TOKEN).await, 1);
+    assert_eq!(fake.requests(TOKEN), 1);
     // Answered from the cache from now on, idempotently.
     let answer = assert_idempotent(&reviewer, &body).await;
     assert_eq!(answer.bytes, answers[0].bytes);
-    assert_eq!(fake.requests(&region_disk_get("pd-regional-slow")).await, 1);
+    assert_eq!(fake.requests(&region_disk_get("pd-regional-slow")), 1);
     let text = metrics.encode().unwrap();
     assert!(
         text.contains("pv_topology_webhook_lookup_cache_hits_total{lookup=\"gce\"} 2"),

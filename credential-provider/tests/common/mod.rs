@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 pub mod aws_fake;
-pub mod gcp_fake;
 pub mod proxy;
 pub mod token_server;
 

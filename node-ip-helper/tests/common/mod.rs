@@ -103,10 +103,16 @@ pub fn sh(command: &str) {
     );
 }
 
-/// A server process running inside a namespace, killed when dropped.
+/// A server running inside a namespace (the fake metadata server, moto, or
+/// nothing at all), stopped when dropped.
 pub struct Server {
-    child: std::process::Child,
     pub port: u16,
+    running: Running,
+}
+
+enum Running {
+    Fake(test_fakes::MetadataFake),
+    Child(std::process::Child),
 }
 
 impl Server {
@@ -118,14 +124,19 @@ impl Server {
             .unwrap()
             .port();
         let child = Command::new("true").spawn().expect("spawn true");
-        Server { child, port }
+        Server {
+            port,
+            running: Running::Child(child),
+        }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Running::Child(child) = &mut self.running {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -146,22 +157,13 @@ impl Netns {
 
     /// The fake metadata server with a scenario file anywhere.
     pub fn fake_metadata_from(&self, scenario: &std::path::Path) -> Server {
-        let script = workspace_root().join("tests/fakes/metadata_server.py");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.name, "python3"])
-            .arg(script)
-            .arg(scenario)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("start the fake metadata server");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("stdout");
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("read the port");
-        let port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("fake server printed {line:?}"));
-        Server { child, port }
+        let mut python = Command::new("ip");
+        python.args(["netns", "exec", &self.name, "python3"]);
+        let fake = test_fakes::MetadataFake::start_with(python, scenario);
+        Server {
+            port: fake.port,
+            running: Running::Fake(fake),
+        }
     }
 
     /// moto's server (PyPI `moto[server]`, installed by `make tools`) on
@@ -184,7 +186,10 @@ impl Netns {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start moto_server");
-        let server = Server { child, port };
+        let server = Server {
+            port,
+            running: Running::Child(child),
+        };
         // moto takes a second or two to import; wait until it answers.
         for _ in 0..100 {
             let ready = Command::new("ip")

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -184,6 +185,35 @@ impl Answer {
     pub fn outcome(&self) -> &str {
         self.audit("outcome").unwrap()
     }
+}
+
+/// The `review` subcommand of the built binary, `review ARGS…` with `env`, on a
+/// CREATE review of `pv`; it must exit 0. Its answer.
+pub fn review_binary(args: &[&str], env: &[(&str, &str)], pv: Value) -> Answer {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
+        .arg("review")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &create_review(pv)).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Answer {
+        review: serde_json::from_slice(&out.stdout).unwrap(),
+        bytes: out.stdout,
+    }
+}
+
+/// The value of the answer's patch operation on `path` (`/metadata/labels`,
+/// `/spec/nodeAffinity`), null if it has none.
+pub fn patched(answer: &Answer, path: &str) -> Value {
+    let ops = answer.patch_json();
+    let op = ops.as_array().and_then(|ops| ops.iter().find(|op| op["path"] == path));
+    op.map(|op| op["value"].clone()).unwrap_or(Value::Null)
 }
 
 pub async fn review(reviewer: &Reviewer, body: &[u8]) -> Answer {
