@@ -12,6 +12,7 @@ pub mod go_duration;
 pub mod http;
 pub mod logging;
 pub mod metadata;
+pub mod token;
 pub mod yaml;
 
 pub use endpoint::{EndpointError, SecureEndpoint};

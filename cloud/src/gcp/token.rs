@@ -1,6 +1,8 @@
 //! Google access tokens: what a source hands out, and a cache in front of
 //! any source that refreshes before expiry and makes one fetch however many
-//! callers ask at once.
+//! callers ask at once. The token and the cache's mechanism are the crate's
+//! one for every cloud ([`crate::token`]); this module binds them to
+//! Google's errors and keeps their `gcp::` paths.
 //!
 //! A long-running program (the webhook) asks for a token on every Compute
 //! call; the metadata server limits how often it may be asked, and a token
@@ -12,75 +14,12 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
-
-use secrecy::SecretString;
+use std::time::Duration;
 
 use super::error::GcpError;
-
-/// A bearer token and when it expires. Its `Debug` never shows the token.
-#[derive(Clone)]
-pub struct AccessToken {
-    secret: SecretString,
-    /// When it was received, on the monotonic clock (expiry checks).
-    received: Instant,
-    /// Its validity when received.
-    lifetime: Duration,
-    /// The same expiry on the wall clock (for callers that report it).
-    expires_at: SystemTime,
-}
-
-impl AccessToken {
-    /// A token valid for `expires_in` from now (OAuth's `expires_in`).
-    pub fn new(secret: SecretString, expires_in: Duration) -> Self {
-        Self {
-            secret,
-            received: Instant::now(),
-            lifetime: expires_in,
-            expires_at: SystemTime::now() + expires_in,
-        }
-    }
-
-    /// A token that expires at `expires_at` (IAM Credentials' `expireTime`).
-    pub fn expiring_at(secret: SecretString, expires_at: SystemTime) -> Self {
-        let lifetime = expires_at.duration_since(SystemTime::now()).unwrap_or_default();
-        Self {
-            secret,
-            received: Instant::now(),
-            lifetime,
-            expires_at,
-        }
-    }
-
-    pub fn secret(&self) -> &SecretString {
-        &self.secret
-    }
-
-    pub fn expires_at(&self) -> SystemTime {
-        self.expires_at
-    }
-
-    /// How long it is still valid (zero once expired).
-    pub fn remaining(&self) -> Duration {
-        self.lifetime.saturating_sub(self.received.elapsed())
-    }
-
-    /// Whether it is still good for more than `margin`, where the margin is
-    /// at most half the token's lifetime: a token issued for less than twice
-    /// the margin is still used for half its life instead of never.
-    pub fn fresh(&self, margin: Duration) -> bool {
-        self.remaining() > margin.min(self.lifetime / 2)
-    }
-}
-
-impl fmt::Debug for AccessToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AccessToken")
-            .field("secret", &crate::logging::REDACTED)
-            .field("remaining", &self.remaining())
-            .finish()
-    }
-}
+use crate::token::TokenCache;
+pub(crate) use crate::token::expires_in;
+pub use crate::token::{AccessToken, DEFAULT_REFRESH_MARGIN};
 
 /// The future a [`TokenSource`] returns; boxed so sources can be held as
 /// trait objects (`Arc<dyn TokenSource>`).
@@ -107,34 +46,26 @@ impl<S: TokenSource + ?Sized> TokenSource for Arc<S> {
     }
 }
 
-/// Refresh this long before expiry by default: a Compute call started with
-/// the token must finish with it, and the metadata server hands out a new
-/// token once its cached one has less than about five minutes left (so a
-/// margin below that does not fetch the same token again and again).
-pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(3 * 60 + 45);
-
-/// Tokens from `source`, kept until [`AccessToken::fresh`] says otherwise.
-/// The lock is held across the fetch: callers arriving during a fetch wait
-/// for it and share its token (single-flight). A failed fetch is not kept;
-/// the next caller tries again.
+/// Tokens from `source`, kept until [`AccessToken::fresh`] says otherwise,
+/// in a [`TokenCache`]: callers arriving during a fetch wait for it and
+/// share its token (single-flight). A failed fetch is not kept; the next
+/// caller tries again.
 pub struct CachedTokenSource<S> {
     source: S,
-    margin: Duration,
-    cached: tokio::sync::Mutex<Option<AccessToken>>,
+    cache: TokenCache,
 }
 
 impl<S: TokenSource> CachedTokenSource<S> {
     pub fn new(source: S) -> Self {
         Self {
             source,
-            margin: DEFAULT_REFRESH_MARGIN,
-            cached: tokio::sync::Mutex::new(None),
+            cache: TokenCache::new(),
         }
     }
 
     /// Refresh `margin` before expiry instead of [`DEFAULT_REFRESH_MARGIN`].
     pub fn with_margin(mut self, margin: Duration) -> Self {
-        self.margin = margin;
+        self.cache = self.cache.with_margin(margin);
         self
     }
 
@@ -144,19 +75,12 @@ impl<S: TokenSource> CachedTokenSource<S> {
 
     /// A token fresh for more than the margin: the cached one, or a new one.
     pub async fn get(&self) -> Result<AccessToken, GcpError> {
-        let mut cached = self.cached.lock().await;
-        if let Some(token) = cached.as_ref().filter(|t| t.fresh(self.margin)) {
-            return Ok(token.clone());
-        }
-        *cached = None;
-        let token = self.source.token().await?;
-        *cached = Some(token.clone());
-        Ok(token)
+        self.cache.get_or_fetch(|| self.source.token()).await
     }
 
     /// Forgets the cached token (after Google refused it, say).
     pub async fn invalidate(&self) {
-        *self.cached.lock().await = None;
+        self.cache.invalidate().await;
     }
 }
 
@@ -169,26 +93,15 @@ impl<S: TokenSource> TokenSource for CachedTokenSource<S> {
 impl<S> fmt::Debug for CachedTokenSource<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedTokenSource")
-            .field("margin", &self.margin)
+            .field("margin", &self.cache.margin())
             .finish_non_exhaustive()
     }
-}
-
-/// OAuth's `expires_in`: seconds, as a number (or a string of one, which
-/// some servers send).
-pub(crate) fn expires_in(value: &serde_json::Value) -> Option<Duration> {
-    let seconds = match value {
-        serde_json::Value::Number(n) => n.as_f64(),
-        serde_json::Value::String(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
-    }?;
-    (seconds.is_finite() && seconds > 0.0 && seconds < 1e9).then(|| Duration::from_secs_f64(seconds))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use secrecy::ExposeSecret;
+    use secrecy::{ExposeSecret, SecretString};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     struct Counting {
@@ -207,27 +120,6 @@ mod tests {
                 ))
             })
         }
-    }
-
-    #[test]
-    fn debug_never_shows_the_token() {
-        let token = AccessToken::new(SecretString::from("ya29.secret-value"), Duration::from_secs(60));
-        let shown = format!("{token:?}");
-        assert!(!shown.contains("ya29"), "{shown}");
-        assert!(shown.contains("<redacted>"), "{shown}");
-    }
-
-    #[test]
-    fn freshness_uses_the_margin_or_half_the_lifetime() {
-        let hour = AccessToken::new(SecretString::from("t"), Duration::from_secs(3600));
-        assert!(hour.fresh(DEFAULT_REFRESH_MARGIN));
-        // A margin as long as the token is capped at half its life.
-        assert!(hour.fresh(Duration::from_secs(3600)));
-        let short = AccessToken::new(SecretString::from("t"), Duration::from_secs(60));
-        assert!(short.fresh(DEFAULT_REFRESH_MARGIN), "used for half its life");
-        let expired = AccessToken::expiring_at(SecretString::from("t"), SystemTime::now() - Duration::from_secs(1));
-        assert_eq!(expired.remaining(), Duration::ZERO);
-        assert!(!expired.fresh(Duration::ZERO));
     }
 
     #[tokio::test]
