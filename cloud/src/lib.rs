@@ -5,6 +5,7 @@
 //! the programs turn their flags into these types.
 
 pub mod aws;
+pub mod azure;
 pub mod endpoint;
 pub mod files;
 pub mod gcp;

@@ -4,7 +4,7 @@
 //! ([`TokenCache`]).
 //!
 //! Each cloud has its own source trait (its own error type: Google's
-//! [`crate::gcp::TokenSource`], Azure's `azure::TokenSource`) and a
+//! [`crate::gcp::TokenSource`], Azure's [`crate::azure::TokenSource`]) and a
 //! `CachedTokenSource` in front of any source of it; both keep their token
 //! here, so the freshness rule and the single-flight are the same for both.
 //!

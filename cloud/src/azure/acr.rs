@@ -1,0 +1,356 @@
+//! Azure Container Registry's token exchange: an Entra ID token (for
+//! [`super::ACR_AUDIENCE`]) traded for the registry's refresh token, which
+//! is the password of username [`ACR_USERNAME`] for `docker login`-style
+//! pulls.
+//!
+//! Two calls, as acr-credential-provider makes them: `GET https://{registry}/v2/`
+//! without credentials, which must answer 401 with `Www-Authenticate:
+//! Bearer realm="…",service="…"`; then `POST {realm's scheme and host}/oauth2/exchange`.
+//! The exchange sends the documented form (Azure/acr `docs/AAD-OAuth.md`):
+//! `grant_type=access_token`, `service`, `tenant`, `access_token`.
+//! Upstream still sends `grant_type=access_token_refresh_token` with the
+//! Entra token as both `access_token` and `refresh_token`, a grant that
+//! document marks deprecated.
+//!
+//! Unlike upstream, the realm must be on the registry's own host (ACR's
+//! always is): the Entra token is never sent to a host the image did not
+//! name. Registry names are checked to be `host[:port]` before any call,
+//! and every URL must be https (plain http only on loopback, for tests).
+
+use std::fmt;
+use std::time::{Instant, SystemTime};
+
+use base64::Engine;
+use secrecy::{ExposeSecret, SecretString};
+use url::Url;
+
+use super::call;
+use super::error::AzureError;
+use super::token::{AccessToken, TokenSource};
+use crate::endpoint::SecureEndpoint;
+
+/// The username that goes with an ACR refresh token.
+pub const ACR_USERNAME: &str = "00000000-0000-0000-0000-000000000000";
+
+const SERVICE: &str = "container registry";
+
+/// What a registry's `/v2/` challenge said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcrChallenge {
+    /// The registry asked (`host[:port]`).
+    pub registry: String,
+    /// `realm`: where tokens are issued (`https://{registry}/oauth2/token`).
+    pub realm: Url,
+    /// `service`: the registry's name for itself.
+    pub service: String,
+}
+
+/// A registry refresh token. `Debug` never shows it.
+#[derive(Clone)]
+pub struct AcrRefreshToken {
+    pub secret: SecretString,
+    /// Its `exp` claim, read without verifying the token (the registry
+    /// does); `None` if it is not a JWT with a numeric `exp`.
+    pub expires_at: Option<SystemTime>,
+}
+
+impl fmt::Debug for AcrRefreshToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcrRefreshToken")
+            .field("secret", &crate::logging::REDACTED)
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
+}
+
+/// Checks that `registry` is `host[:port]`: DNS labels of letters, digits
+/// and `-` (or an IP address), an optional port, nothing else (no scheme,
+/// path, user or query), so it can only name a registry's root.
+pub fn check_registry(registry: &str) -> Result<&str, AzureError> {
+    let invalid = |problem| Err(AzureError::invalid("registry", registry, problem));
+    if registry.is_empty() || registry.len() > 253 + 6 {
+        return invalid("it is empty or longer than a host name and port");
+    }
+    let (host, port) = match registry.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => (host, Some(port)),
+        _ => (registry, None),
+    };
+    if let Some(port) = port
+        && !port.parse::<u16>().is_ok_and(|p| p != 0)
+    {
+        return invalid("its port is not a number from 1 to 65535");
+    }
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    if !host.split('.').all(label_ok) {
+        return invalid("it is not host[:port] (letters, digits, '-' and '.' in the host)");
+    }
+    Ok(registry)
+}
+
+/// The `exp` claim of a JWT, read without verifying it.
+pub fn jwt_expiry(token: &str) -> Option<SystemTime> {
+    let payload = token.split('.').nth(1)?;
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let bytes = engine.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    crate::go_duration::unix_time(claims["exp"].as_f64()?)
+}
+
+/// A `Www-Authenticate` value: its scheme (lower case) and its parameters
+/// (names lower case), read as RFC 9110 writes them: `token=token` or
+/// `token="quoted \" string"`, comma-separated, spaces anywhere between.
+pub fn parse_www_authenticate(value: &str) -> Option<(String, Vec<(String, String)>)> {
+    let value = value.trim();
+    let (scheme, mut rest) = value.split_once(char::is_whitespace).unwrap_or((value, ""));
+    if scheme.is_empty() {
+        return None;
+    }
+    let mut params = Vec::new();
+    loop {
+        rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',');
+        if rest.is_empty() {
+            return Some((scheme.to_ascii_lowercase(), params));
+        }
+        let (name, after) = rest.split_once('=')?;
+        let name = name.trim();
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ',' || c == '"') {
+            return None;
+        }
+        let after = after.trim_start();
+        let (value, remainder) = if let Some(quoted) = after.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = quoted.char_indices();
+            let end = loop {
+                match chars.next()? {
+                    (i, '"') => break i,
+                    (_, '\\') => value.push(chars.next()?.1),
+                    (_, c) => value.push(c),
+                }
+            };
+            (value, &quoted[end + 1..])
+        } else {
+            let end = after.find(',').unwrap_or(after.len());
+            (after[..end].trim().to_owned(), &after[end..])
+        };
+        let remainder = remainder.trim_start();
+        if !remainder.is_empty() && !remainder.starts_with(',') {
+            return None;
+        }
+        params.push((name.to_ascii_lowercase(), value));
+        rest = remainder;
+    }
+}
+
+/// ACR token exchanges, over https (or plain http to loopback registries,
+/// for tests).
+#[derive(Debug, Clone)]
+pub struct AcrClient {
+    http: reqwest::Client,
+    scheme: &'static str,
+}
+
+impl AcrClient {
+    /// `http` from [`crate::http::http_client`].
+    pub fn new(http: reqwest::Client) -> Self {
+        Self { http, scheme: "https" }
+    }
+
+    /// Registries are asked over plain http: accepted only for loopback
+    /// registries (a fake), refused for any other.
+    pub fn with_plain_http_on_loopback(mut self) -> Self {
+        self.scheme = "http";
+        self
+    }
+
+    /// `GET {scheme}://{registry}/v2/` without credentials: the 401 Bearer
+    /// challenge's realm and service.
+    pub async fn challenge(&self, registry: &str, deadline: Instant) -> Result<AcrChallenge, AzureError> {
+        let registry = check_registry(registry)?;
+        let endpoint = SecureEndpoint::parse("registry", &format!("{}://{registry}/v2/", self.scheme))?;
+        let url = endpoint.url().clone();
+        let answer = call::exchange(SERVICE, &url, self.http.get(url.clone()), deadline).await?;
+        let garbage = |problem: String| call::garbage(SERVICE, &url, problem);
+        if answer.status != 401 {
+            return Err(garbage(format!(
+                "HTTP {} to a request without credentials, where an Azure container registry answers 401 with a Bearer challenge",
+                answer.status
+            )));
+        }
+        let headers: Vec<&str> = answer
+            .headers
+            .get_all(reqwest::header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        if headers.is_empty() {
+            return Err(garbage("the 401 has no Www-Authenticate header".into()));
+        }
+        let Some((_, params)) = headers
+            .iter()
+            .filter_map(|h| parse_www_authenticate(h))
+            .find(|(scheme, _)| scheme == "bearer")
+        else {
+            return Err(garbage(format!(
+                "no Bearer challenge in Www-Authenticate {:?}",
+                crate::logging::clean_text(&headers.join(", "), &[], 200)
+            )));
+        };
+        let param = |name: &str| {
+            params
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.trim())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| garbage(format!("the Bearer challenge has no {name}")))
+        };
+        let realm =
+            Url::parse(param("realm")?).map_err(|e| garbage(format!("the challenge's realm is not a URL ({e})")))?;
+        Ok(AcrChallenge {
+            registry: registry.to_owned(),
+            realm,
+            service: param("service")?.to_owned(),
+        })
+    }
+
+    /// `POST {realm scheme+host}/oauth2/exchange` with `entra_token` (for
+    /// [`super::ACR_AUDIENCE`]) for `tenant`: the registry's refresh token.
+    pub async fn exchange(
+        &self,
+        challenge: &AcrChallenge,
+        tenant: &str,
+        entra_token: &AccessToken,
+        deadline: Instant,
+    ) -> Result<AcrRefreshToken, AzureError> {
+        let realm = &challenge.realm;
+        let same_host = realm.host_str().is_some_and(|h| {
+            let realm_host = match realm.port() {
+                Some(port) => format!("{h}:{port}"),
+                None => h.to_owned(),
+            };
+            realm_host.eq_ignore_ascii_case(&challenge.registry)
+        });
+        if !same_host {
+            return Err(AzureError::invalid(
+                "challenge realm",
+                &crate::http::shown_url(realm),
+                "it is not on the registry's own host, so the Entra token is not sent there",
+            ));
+        }
+        let mut root = realm.clone();
+        root.set_path("/oauth2/exchange");
+        root.set_query(None);
+        root.set_fragment(None);
+        let endpoint = SecureEndpoint::parse("challenge realm", root.as_str())?;
+        let url = endpoint.url().clone();
+        let access_token = entra_token.secret().expose_secret();
+        let form = [
+            ("grant_type", "access_token"),
+            ("service", challenge.service.as_str()),
+            ("tenant", tenant),
+            ("access_token", access_token),
+        ];
+        let request = self.http.post(url.clone()).form(&form);
+        let body = call::send(SERVICE, &url, request, deadline, &[access_token]).await?;
+        let json = call::json(SERVICE, &url, &body)?;
+        let refresh = json["refresh_token"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| call::garbage(SERVICE, &url, "the answer has no refresh_token"))?;
+        Ok(AcrRefreshToken {
+            expires_at: jwt_expiry(refresh),
+            secret: SecretString::from(refresh.to_owned()),
+        })
+    }
+
+    /// Both steps for `registry`, with a token from `tokens`, all before
+    /// `deadline`.
+    pub async fn refresh_token(
+        &self,
+        registry: &str,
+        tenant: &str,
+        tokens: &dyn TokenSource,
+        deadline: Instant,
+    ) -> Result<AcrRefreshToken, AzureError> {
+        let challenge = self.challenge(registry, deadline).await?;
+        let started = Instant::now();
+        let token = tokio::time::timeout_at(deadline.into(), tokens.token())
+            .await
+            .map_err(|_| AzureError::Deadline {
+                service: "the access token source for the registry",
+                url: crate::http::shown_url(&challenge.realm),
+                after: deadline.saturating_duration_since(started),
+            })??;
+        self.exchange(&challenge, tenant, &token, deadline).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges_parse_robustly() {
+        let params = |v: &str| parse_www_authenticate(v).map(|(s, p)| (s, p.into_iter().collect::<Vec<_>>()));
+        let (scheme, p) = params(r#"Bearer realm="https://r.azurecr.io/oauth2/token",service="r.azurecr.io""#).unwrap();
+        assert_eq!(scheme, "bearer");
+        assert_eq!(p[0], ("realm".into(), "https://r.azurecr.io/oauth2/token".into()));
+        assert_eq!(p[1], ("service".into(), "r.azurecr.io".into()));
+        let (_, p) = params(r#"bearer  Service = r.azurecr.io , REALM="https://r/x,y\"z" ,"#).unwrap();
+        assert_eq!(p[0], ("service".into(), "r.azurecr.io".into()));
+        assert_eq!(p[1], ("realm".into(), "https://r/x,y\"z".into()));
+        for bad in ["", r#"Bearer realm="open"#, "Bearer realm", r#"Bearer realm="a" b="c""#] {
+            assert!(params(bad).is_none(), "{bad:?}");
+        }
+        assert_eq!(params("Basic").unwrap(), ("basic".into(), vec![]));
+    }
+
+    #[test]
+    fn registries_are_host_and_port() {
+        for ok in [
+            "myregistry.azurecr.io",
+            "127.0.0.1:5000",
+            "localhost:443",
+            "a-b.azurecr.cn",
+        ] {
+            assert_eq!(check_registry(ok).unwrap(), ok);
+        }
+        for bad in [
+            "",
+            "https://r.azurecr.io",
+            "r.azurecr.io/v2",
+            "user@r.azurecr.io",
+            "r.azurecr.io:0",
+            "r.azurecr.io:99999",
+            "r..azurecr.io",
+            "-r.azurecr.io",
+            "r.azurecr.io?x",
+            "[::1]:5000",
+        ] {
+            assert!(check_registry(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn expiry_is_read_from_the_payload() {
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let jwt = |claims: &str| format!("{}.{}.sig", engine.encode("{}"), engine.encode(claims));
+        let at = jwt_expiry(&jwt(r#"{"exp":2000000000}"#)).unwrap();
+        assert_eq!(
+            at.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs(),
+            2_000_000_000
+        );
+        assert_eq!(jwt_expiry(&jwt(r#"{"sub":"x"}"#)), None);
+        assert_eq!(jwt_expiry("opaque-token"), None);
+        let token = AcrRefreshToken {
+            secret: SecretString::from("eyJ.secret-refresh.sig"),
+            expires_at: None,
+        };
+        assert!(!format!("{token:?}").contains("secret-refresh"));
+    }
+}
