@@ -36,6 +36,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod azure;
+pub use azure::AzureFake;
+
 /// The workspace's root directory.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
