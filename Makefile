@@ -17,7 +17,7 @@ build:
 release:
 	$(CARGO) build --workspace --release --locked
 
-# The demo builds the `demo` profile (no fat LTO): minutes faster on a fresh machine.
+# The demo builds the `demo` profile (unoptimized, no debug info): minutes faster on a fresh machine.
 demo:
 	$(CARGO) build --profile demo --locked -p pv-topology-webhook -p cloud-credential-provider -p node-ip-helper
 	@DEMO_BIN_DIR=target/demo bash scripts/demo.sh
