@@ -154,8 +154,18 @@ mod tests {
             status.contains(" 400 ") && body.contains("metadata header"),
             "{status} {body}"
         );
+        let (status, body) = send(
+            fake.port,
+            "GET /metadata/loadbalancer?api-version=2020-10-01&format=json HTTP/1.0\r\nMetadata: true\r\n\r\n",
+        );
+        assert!(status.contains(" 200 "), "{status}");
+        let lb: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            lb["loadbalancer"]["publicIpAddresses"][0]["frontendIpAddress"],
+            "20.50.1.2"
+        );
         assert_eq!(fake.requests("GET /metadata/instance"), 1);
-        assert_eq!(fake.all_requests(), 2);
+        assert_eq!(fake.all_requests(), 3);
         let port = fake.port;
         drop(fake);
         assert!(
