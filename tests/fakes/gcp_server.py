@@ -57,7 +57,10 @@ at the URL an instance attribute such as google-dockercfg-url names. "repeat"
 sends the body N times (an oversized answer).
 
 GET /__requests answers {"METHOD /path": count} of the requests so far (not
-counting itself), so tests can count fetches.
+counting itself), so tests can count fetches. POST /__sts/subject_tokens with a
+token as its body adds it to sts.subject_tokens (not counted either): a test
+whose tokens are issued while it runs (by a real kube-apiserver) tells the fake
+each one before the token is exchanged.
 
 usage: gcp_server.py SCENARIO.json
 """
@@ -170,6 +173,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         path = unquote(urlsplit(self.path).path)
+        if path == "/__sts/subject_tokens":
+            return self.accept_subject_token()
         self.count(path)
         if path == "/v1/token":
             return self.sts()
@@ -330,6 +335,15 @@ class Handler(BaseHTTPRequestHandler):
         token = issue("federated", lifetime, str(body["scope"]).split())
         return self.reply(200, {"access_token": token, "issued_token_type": ACCESS_TOKEN,
                                 "token_type": "Bearer", "expires_in": lifetime})
+
+    def accept_subject_token(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        token = self.rfile.read(min(length, 1 << 20)).decode().strip()
+        if not token:
+            return self.reply(400, {"error": "no token in the body"})
+        with LOCK:
+            self.scenario.setdefault("sts", {}).setdefault("subject_tokens", []).append(token)
+        return self.reply(200, {})
 
     # --- IAM Credentials ----------------------------------------------------
 

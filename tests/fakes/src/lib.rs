@@ -132,32 +132,34 @@ impl Drop for Process {
     }
 }
 
-/// `GET path` on 127.0.0.1:`port`, the body of a 200 answer as JSON.
-fn get_json(port: u16, path: &str) -> Value {
-    let url = format!("http://127.0.0.1:{port}{path}");
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("GET {url}: {e}"));
+/// `METHOD path` on 127.0.0.1:`port` with `body`; the body of its 200
+/// answer as JSON.
+fn call(port: u16, method: &str, path: &str, body: &str) -> Value {
+    let what = format!("{method} http://127.0.0.1:{port}{path}");
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{what}: {e}"));
     let timeout = Some(Duration::from_secs(10));
     stream
         .set_read_timeout(timeout)
         .and_then(|()| stream.set_write_timeout(timeout))
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
-    .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut answer = String::new();
     stream
         .read_to_string(&mut answer)
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
     let (head, body) = answer
         .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("GET {url}: not an HTTP answer: {answer:?}"));
+        .unwrap_or_else(|| panic!("{what}: not an HTTP answer: {answer:?}"));
     assert!(
         head.split_whitespace().nth(1) == Some("200"),
-        "GET {url}: {head}\n\n{body}"
+        "{what}: {head}\n\n{body}"
     );
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {url}: not JSON ({e}): {body:?}"))
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {body:?}"))
 }
 
 /// `tests/fakes/gcp_server.py` on 127.0.0.1: the GCE metadata server
@@ -220,7 +222,20 @@ impl GcpFake {
 
     /// `/__requests`: `{"METHOD /path": count}` of the requests so far.
     pub fn counts(&self) -> Value {
-        get_json(self.port, "/__requests")
+        call(self.port, "GET", "/__requests", "")
+    }
+
+    /// From now on, STS accepts `token` as a subject token (besides the
+    /// scenario's `sts.subject_tokens`): for tokens issued while the test
+    /// runs, such as a kube-apiserver's service-account tokens.
+    pub fn accept_subject_token(&self, token: &str) {
+        call(self.port, "POST", "/__sts/subject_tokens", token);
+    }
+
+    /// The URL [`accept_subject_token`](Self::accept_subject_token) posts to
+    /// (the token as the body), for a program that learns the tokens itself.
+    pub fn subject_tokens_url(&self) -> String {
+        format!("{}__sts/subject_tokens", self.base())
     }
 }
 
@@ -329,6 +344,45 @@ mod tests {
         let fake = MetadataFake::start(file.path());
         let (status, _) = get(fake.port, "/computeMetadata/v1/instance/hostname", "");
         assert!(status.contains(" 403 "), "Metadata-Flavor is required: {status}");
+    }
+
+    /// The STS exchange of `subject` at the fake: its status line and body.
+    fn exchange(fake: &GcpFake, subject: &str) -> (String, String) {
+        let audience = "identitynamespace:demo-project.svc.id.goog:https://container.googleapis.com/v1/projects/demo-project/locations/us-central1/clusters/demo";
+        let form = format!(
+            "grant_type=urn:ietf:params:oauth:grant-type:token-exchange&requested_token_type=urn:ietf:params:oauth:token-type:access_token&subject_token_type=urn:ietf:params:oauth:token-type:jwt&scope=https://www.googleapis.com/auth/cloud-platform&audience={audience}&subject_token={subject}"
+        );
+        let mut stream = TcpStream::connect(("127.0.0.1", fake.port)).expect("connect");
+        write!(
+            stream,
+            "POST /v1/token HTTP/1.0\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+            form.len()
+        )
+        .expect("write");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read");
+        let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+        (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+    }
+
+    #[test]
+    fn sts_accepts_a_subject_token_announced_at_run_time() {
+        let fake = GcpFake::with(|s| s["sts"]["subject_tokens"] = json!([]));
+        let token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhIn0.issued-while-the-test-runs";
+        let (status, body) = exchange(&fake, token);
+        assert!(
+            status.contains(" 400 ") && body.contains("invalid_grant"),
+            "{status} {body}"
+        );
+        fake.accept_subject_token(token);
+        let (status, body) = exchange(&fake, token);
+        assert!(status.contains(" 200 "), "{status} {body}");
+        assert!(body.contains("ya29.federated-1"), "{body}");
+        assert_eq!(fake.requests("POST /v1/token"), 2, "announcements are not counted");
+        assert_eq!(
+            fake.subject_tokens_url(),
+            format!("http://127.0.0.1:{}/__sts/subject_tokens", fake.port)
+        );
     }
 
     #[test]

@@ -67,12 +67,28 @@ type recorder struct {
 	sync.Mutex
 	issued    []string
 	exchanges []Exchange
+	// announce: the URL each issued token is posted to (none if empty).
+	announce string
 }
 
-func (r *recorder) issue(tok string) {
+// issue records a token issued for kubelet's code and announces it.
+func (r *recorder) issue(tok string) error {
 	r.Lock()
-	defer r.Unlock()
 	r.issued = append(r.issued, tok)
+	r.Unlock()
+	if r.announce == "" {
+		return nil
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Post(r.announce, "text/plain", strings.NewReader(tok))
+	if err != nil {
+		return fmt.Errorf("announcing a token: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("announcing a token: %s answered %s", r.announce, resp.Status)
+	}
+	return nil
 }
 
 func (r *recorder) known(tok string) bool {
@@ -147,12 +163,13 @@ func runKeyring(args []string) error {
 	saUID := fs.String("service-account-uid", "00000000-0000-0000-0000-000000000002", "service account UID (fake mode)")
 	kubeconfig := fs.String("kubeconfig", "", "get service accounts and tokens from this cluster (else fake ones)")
 	tokenServer := fs.Bool("token-server", false, "serve an RFC 8693 token endpoint on 127.0.0.1 and replace @TOKEN_ENDPOINT@ in the config with its URL")
+	announce := fs.String("announce-tokens", "", "POST each service-account token, as it is issued and before kubelet's code sees it, to this URL (a fake token endpoint learning which subject tokens to accept)")
 	var annotations multiFlag
 	fs.Var(&annotations, "sa-annotation", "fake service account annotation key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rec := &recorder{}
+	rec := &recorder{announce: *announce}
 	summary := Summary{Summary: true}
 
 	configPath := *config
@@ -197,10 +214,10 @@ func runKeyring(args []string) error {
 		}
 		getToken = func(namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
 			out, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name, tr, metav1.CreateOptions{})
-			if err == nil {
-				rec.issue(out.Status.Token)
+			if err != nil {
+				return out, err
 			}
-			return out, err
+			return out, rec.issue(out.Status.Token)
 		}
 	} else {
 		saAnnotations := map[string]string{}
@@ -218,7 +235,9 @@ func runKeyring(args []string) error {
 				return nil, fmt.Errorf("want one audience, got %v", tr.Spec.Audiences)
 			}
 			tok := fakeToken(namespace, name, tr.Spec.Audiences[0], types.UID(*saUID))
-			rec.issue(tok)
+			if err := rec.issue(tok); err != nil {
+				return nil, err
+			}
 			out := tr.DeepCopy()
 			out.Status.Token = tok
 			out.Status.ExpirationTimestamp = metav1.NewTime(time.Now().Add(time.Hour))

@@ -10,11 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use base64::Engine;
+use cloud_access::logging::{REDACTED, SECRET_FRAGMENT};
 use cluster_harness::{TestCluster, cluster_bin, json_lines, provider_binary, run_ok, workspace_root};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use serde_yaml_ng::Value as Yaml;
+use test_fakes::GcpFake;
 
 /// A bin dir holding our binary under the provider's name.
 fn bin_dir(tmp: &Path) -> PathBuf {
@@ -25,7 +27,8 @@ fn bin_dir(tmp: &Path) -> PathBuf {
 }
 
 /// A bin dir whose `cloud-credential-provider` logs each run (one line to
-/// the returned file) and then runs our binary.
+/// the returned file) and then runs our binary, its stderr passed on to
+/// kubelet and also appended to [`plugin_stderr`]'s file.
 fn counting_bin_dir(tmp: &Path) -> (PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tmp.join("counting-bin");
@@ -35,14 +38,21 @@ fn counting_bin_dir(tmp: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\necho run >> '{}'\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\necho run >> '{}'\nerr=$(mktemp)\n'{}' \"$@\" 2>\"$err\"\nstatus=$?\n\
+             cat \"$err\" >> '{}'\ncat \"$err\" >&2\nrm -f \"$err\"\nexit $status\n",
             calls.display(),
-            provider_binary().display()
+            provider_binary().display(),
+            tmp.join("plugin-stderr.log").display(),
         ),
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     (dir, calls)
+}
+
+/// What the plugins run from [`counting_bin_dir`]`(tmp)` wrote on stderr.
+fn plugin_stderr(tmp: &Path) -> String {
+    std::fs::read_to_string(tmp.join("plugin-stderr.log")).unwrap_or_default()
 }
 
 fn runs(calls: &Path) -> usize {
@@ -529,6 +539,209 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
             .unwrap()
     };
     assert_eq!(run.lookups[&image_a], vec![], "{}", run.stderr);
+}
+
+/// The value of the provider's `--flag=VALUE` argument.
+fn arg_value(provider: &serde_yaml_ng::Mapping, flag: &str) -> String {
+    let prefix = format!("{flag}=");
+    let args = provider.get("args").and_then(Yaml::as_sequence).expect("args");
+    args.iter()
+        .filter_map(Yaml::as_str)
+        .find_map(|a| a.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {flag} in args"))
+        .to_owned()
+}
+
+/// No run of [`SECRET_FRAGMENT`] characters of `secret` (a JWT's payload
+/// and signature, or all of a shorter secret) in `text`.
+fn assert_no_piece_of(secret: &str, text: &str, what: &str) {
+    let parts: Vec<&str> = match secret.split('.').collect::<Vec<_>>().as_slice() {
+        [_, payload, signature] if secret.len() > 100 => vec![payload, signature],
+        _ => vec![secret],
+    };
+    for part in parts {
+        let chars: Vec<char> = part.chars().collect();
+        for window in chars.windows(SECRET_FRAGMENT.min(chars.len())) {
+            let piece: String = window.iter().collect();
+            assert!(
+                !text.contains(&piece),
+                "{what} holds a piece of a secret ({piece}):\n{text}"
+            );
+        }
+    }
+}
+
+/// The `gcp` manifest under kubelet's code, against the fake of Google's APIs
+/// (tests/fakes/gcp_server.py on loopback: the metadata server through
+/// `GCE_METADATA_HOST`, STS and IAM Credentials through the endpoint
+/// variables; nothing reaches metadata.google.internal or 169.254.169.254).
+/// The pods' tokens are real: kubelet's code asks the apiserver for each
+/// (TokenRequest bound to the pod, for the manifest's audience), and
+/// kubelet-credcheck tells the fake's STS each one as it is issued, so the
+/// STS accepts those and no others.
+#[tokio::test]
+async fn gcp_manifest_with_the_fake_and_real_service_account_tokens() {
+    const OPT_IN: &str = "iam.gke.io/enable-wi-image-pull";
+    const GSA_KEY: &str = "iam.gke.io/gcp-service-account";
+    const METADATA_TOKEN: &str = "GET /computeMetadata/v1/instance/service-accounts/default/token";
+    const STS: &str = "POST /v1/token";
+    let manifest: Yaml = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(workspace_root().join("manifests/credential-provider/gcp.yaml")).unwrap(),
+    )
+    .unwrap();
+    let provider = manifest["providers"][0].as_mapping().expect("a provider");
+    let project = arg_value(provider, "--project-id");
+    let pool = provider["tokenAttributes"]["serviceAccountTokenAudience"]
+        .as_str()
+        .expect("serviceAccountTokenAudience")
+        .to_owned();
+    let audience = format!(
+        "identitynamespace:{pool}:{}",
+        arg_value(provider, "--identity-provider")
+    );
+    // Allowed by the manifest's --allowed-service-account=*@PROJECT.iam.gserviceaccount.com.
+    let gsa = format!("image-puller@{project}.iam.gserviceaccount.com");
+    let generate = format!("POST /v1/projects/-/serviceAccounts/{gsa}:generateAccessToken");
+
+    let fake = GcpFake::with(|s| {
+        s["metadata"]["tree"]["project/project-id"] = json!(project);
+        s["sts"]["audience"] = json!(audience);
+        s["sts"]["subject_tokens"] = json!([]);
+        s["iam"]["service_accounts"] = json!([gsa]);
+    });
+    let cluster = TestCluster::start().await;
+    let image = format!("us-docker.pkg.dev/{project}/apps/web:1");
+    let node_uid = pod_with_service_account(&cluster, "gcp-node", "puller", json!({}), &image).await;
+    let pod_uid = pod_with_service_account(&cluster, "gcp-pod", "puller", json!({OPT_IN: "true"}), &image).await;
+    let gsa_uid = pod_with_service_account(
+        &cluster,
+        "gcp-gsa",
+        "puller",
+        json!({OPT_IN: "true", GSA_KEY: gsa}),
+        &image,
+    )
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (bin, calls) = counting_bin_dir(tmp.path());
+    let config = manifest_copy(tmp.path(), "gcp.yaml", |p| {
+        set_env(p, "GCE_METADATA_HOST", &fake.host());
+        set_env(p, "CLOUD_CREDENTIAL_PROVIDER_STS_ENDPOINT", &fake.base());
+        set_env(p, "CLOUD_CREDENTIAL_PROVIDER_IAM_CREDENTIALS_ENDPOINT", &fake.base());
+        // All the plugin says, to show that none of it is secret.
+        set_env(p, "CLOUD_CREDENTIAL_PROVIDER_LOG_LEVEL", "debug");
+    });
+    let announce = fake.subject_tokens_url();
+    let keyring_as = |ns: &'static str, uid: &str, announced: bool, images: Vec<String>| {
+        let mut flags = pod_flags(&cluster, ns, "puller", uid);
+        if announced {
+            flags.extend(["--announce-tokens".to_owned(), announce.clone()]);
+        }
+        let (config, bin) = (config.clone(), bin.clone());
+        tokio::task::spawn_blocking(move || {
+            let images: Vec<&str> = images.iter().map(String::as_str).collect();
+            keyring(&config, &bin, &flags, &images)
+        })
+    };
+    let issued = |run: &KeyringRun, ns: &str, uid: &str| -> Vec<String> {
+        let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
+        for token in &issued {
+            assert_bound_token(token, &pool, ns, "puller", uid);
+        }
+        issued
+    };
+    let mut secrets: Vec<String> = Vec::new();
+    let mut logs = String::new();
+
+    // An Artifact Registry image matches two keys of the answer, its registry
+    // and `*.pkg.dev`: kubelet's keyring returns the credential under each.
+    let pkg_dev = |password: &str| creds(&[("_token", password), ("_token", password)]);
+
+    // The node's service account (no opt-in): the metadata server's token,
+    // one plugin run per registry (cacheKeyType Registry), for gcr.io, *.gcr.io,
+    // *.pkg.dev and container.cloud.google.com only.
+    let gcr = format!("gcr.io/{project}/app");
+    let images = vec![
+        image.clone(),
+        format!("us-docker.pkg.dev/{project}/apps/api"),
+        gcr.clone(),
+        "quay.io/team/app".into(),
+    ];
+    let run = keyring_as("gcp-node", &node_uid, true, images.clone()).await.unwrap();
+    eprintln!("DEBUG {:?}", run.lookups);
+    assert_eq!(run.lookups[&image], pkg_dev("ya29.metadata-1"), "{}", run.stderr);
+    assert_eq!(run.lookups[&images[1]], pkg_dev("ya29.metadata-1"), "{}", run.stderr);
+    assert_eq!(
+        run.lookups[&gcr],
+        creds(&[("_token", "ya29.metadata-2")]),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.lookups["quay.io/team/app"], vec![], "{}", run.stderr);
+    assert_eq!(runs(&calls), 2, "{}", run.stderr);
+    assert_eq!((fake.requests(METADATA_TOKEN), fake.requests(STS)), (2, 0));
+    // kubelet asks for the pod's token on every lookup of a matching image.
+    assert_eq!(issued(&run, "gcp-node", &node_uid).len(), 3, "{}", run.stderr);
+    secrets.extend(issued(&run, "gcp-node", &node_uid));
+    logs.push_str(&run.stderr);
+
+    // Opted in: the pod's own token exchanged at STS for a federated token.
+    let run = keyring_as("gcp-pod", &pod_uid, true, vec![image.clone(), gcr.clone()])
+        .await
+        .unwrap();
+    assert_eq!(run.lookups[&image], pkg_dev("ya29.federated-1"), "{}", run.stderr);
+    assert_eq!(
+        run.lookups[&gcr],
+        creds(&[("_token", "ya29.federated-2")]),
+        "{}",
+        run.stderr
+    );
+    assert_eq!((fake.requests(METADATA_TOKEN), fake.requests(STS)), (2, 2));
+    secrets.extend(issued(&run, "gcp-pod", &pod_uid));
+    logs.push_str(&run.stderr);
+
+    // Opted in and naming a Google service account: the federated token
+    // impersonates it through IAM Credentials.
+    let run = keyring_as("gcp-gsa", &gsa_uid, true, vec![image.clone()])
+        .await
+        .unwrap();
+    assert_eq!(run.lookups[&image], pkg_dev("ya29.impersonated-1"), "{}", run.stderr);
+    assert_eq!((fake.requests(STS), fake.requests(&generate)), (3, 1));
+    secrets.extend(issued(&run, "gcp-gsa", &gsa_uid));
+    logs.push_str(&run.stderr);
+
+    // A token the STS was not told of is refused (and the fake quotes it in
+    // its error): kubelet gets nothing and logs the plugin's stderr, with
+    // STS's reason and without the token.
+    let run = keyring_as("gcp-pod", &pod_uid, false, vec![image.clone()])
+        .await
+        .unwrap();
+    assert_eq!(run.lookups[&image], vec![], "{}", run.stderr);
+    assert_eq!(fake.requests(STS), 4);
+    // The fake quoted the token; the plugin cut it out.
+    assert!(run.stderr.contains("invalid_grant"), "{}", run.stderr);
+    assert!(run.stderr.contains(REDACTED), "{}", run.stderr);
+    let refused = issued(&run, "gcp-pod", &pod_uid);
+    assert_eq!(refused.len(), 1, "{}", run.stderr);
+    secrets.extend(refused);
+    logs.push_str(&run.stderr);
+
+    // Nothing secret in kubelet's log or in all the plugin wrote (at debug).
+    let plugin = plugin_stderr(tmp.path());
+    assert!(plugin.contains("exchanging the service-account token"), "{plugin}");
+    for token in [
+        "ya29.metadata-1",
+        "ya29.metadata-2",
+        "ya29.federated-1",
+        "ya29.federated-2",
+        "ya29.federated-3",
+        "ya29.impersonated-1",
+    ] {
+        secrets.push(token.to_owned());
+    }
+    for secret in &secrets {
+        assert_no_piece_of(secret, &logs, "kubelet's log");
+        assert_no_piece_of(secret, &plugin, "the plugin's stderr");
+    }
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //! kubelet: the test sets their status through the API, the scheduler binds
 //! pods through the API, and nothing runs them). PVs for GCE PDs are created
 //! through the apiserver with `pv-topology-webhook serve` registered as in
-//! `webhook.rs`; a PVC binds to each, and the scheduler places the Pod that
-//! uses it.
+//! `webhook.rs` (zones from the handle or a rules file, or looked up in
+//! Compute Engine, the fake of Google's APIs standing in for it); a PVC binds
+//! to each, and the scheduler places the Pod that uses it.
 //!
 //! The nodes' resources make each outcome certain: zones a and b have 2 CPUs,
 //! zone c has 8. A pod asking 100m goes to zone c, the scheduler's favourite,
@@ -22,6 +23,7 @@ use common::*;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use test_fakes::GcpFake;
 
 const REGION_NAME: &str = "us-central1";
 /// The PD CSI driver's own topology key: the webhook's nodeAffinity for
@@ -36,8 +38,7 @@ const BINDER: &str = "persistentvolume-binder-controller";
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A cluster with a scheduler, the PV binder, three zones' nodes
-/// (`{prefix}-a`, `-b`, `-c`) and the webhook registered (failurePolicy Fail,
-/// `--rules tests/data/cluster/scheduling-rules.yaml`).
+/// (`{prefix}-a`, `-b`, `-c`) and the webhook registered (failurePolicy Fail).
 struct Zoned {
     served: Served,
     client: kube::Client,
@@ -47,7 +48,14 @@ struct Zoned {
 }
 
 impl Zoned {
+    /// The webhook with `--rules tests/data/cluster/scheduling-rules.yaml`.
     async fn start(prefix: &'static str) -> Zoned {
+        let rules = cluster_harness::workspace_root().join("tests/data/cluster/scheduling-rules.yaml");
+        Self::start_webhook(prefix, &["--rules", rules.to_str().unwrap()], &[]).await
+    }
+
+    /// The webhook with `args` and `env`.
+    async fn start_webhook(prefix: &'static str, args: &[&str], env: &[(&str, &str)]) -> Zoned {
         let t0 = Instant::now();
         let mut cluster = TestCluster::start().await;
         cluster.start_scheduler().expect("kube-scheduler");
@@ -82,8 +90,7 @@ impl Zoned {
             .await
             .unwrap();
 
-        let rules = cluster_harness::workspace_root().join("tests/data/cluster/scheduling-rules.yaml");
-        let served = serve(&["--rules", rules.to_str().unwrap()], &[]);
+        let served = serve(args, env);
         register(&client, &served.webhook.url(), &served.ca_bundle, "Fail").await;
         wait_labeled(&Api::all(client.clone())).await;
         eprintln!(
@@ -110,12 +117,18 @@ impl Zoned {
         Api::namespaced(self.client.clone(), NAMESPACE)
     }
 
-    /// Creates a PV for the GCE PD `handle` (with `labels` besides its claim's)
-    /// and waits until the binder has seen it; the PV as the apiserver stored it.
+    /// Creates a PV for the GCE PD CSI `handle` (with `labels` besides its
+    /// claim's) and waits until the binder has seen it; the PV as the
+    /// apiserver stored it.
     async fn create_pv(&self, name: &str, handle: &str, labels: Value) -> PersistentVolume {
+        let spec = json!({"csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": handle, "fsType": "ext4"}});
+        self.create_pv_of(name, spec, labels).await
+    }
+
+    /// [`Zoned::create_pv`] for any volume source `spec`.
+    async fn create_pv_of(&self, name: &str, spec: Value, labels: Value) -> PersistentVolume {
         let mut labels = labels;
         labels[PV_LABEL] = json!(name);
-        let spec = json!({"csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": handle, "fsType": "ext4"}});
         let stored = self
             .pvs()
             .create(&PostParams::default(), &pv(name, labels, json!({}), spec))
@@ -361,4 +374,80 @@ async fn without_the_webhook_a_pod_lands_in_a_zone_its_disk_is_not_in() {
         "{message}"
     );
     assert!(message.contains("2 Insufficient cpu"), "{message}");
+}
+
+/// The webhook looking disks up in Compute Engine (`serve --gce-lookup`, no
+/// rules) against the fake of Google's APIs (tests/fakes/gcp_server.py: the
+/// metadata server and Compute on one loopback port). The two disks exist
+/// only there: an in-tree `gcePersistentDisk` naming just its disk, and a
+/// regional PD CSI handle naming just its region, so their zones can come
+/// from nowhere but `disks.get` and `regionDisks.get`.
+#[tokio::test]
+async fn disks_looked_up_in_compute_keep_their_pods_in_their_zones() {
+    const PROJECT: &str = "demo-project";
+    let fake = GcpFake::with(|scenario| {
+        let compute = &mut scenario["compute"];
+        compute["regions"] = json!({REGION_NAME: ["us-central1-a", "us-central1-b", "us-central1-c"]});
+        compute["disks"] = json!([{"project": PROJECT, "zone": "us-central1-b", "name": "lookup-zonal"}]);
+        compute["regionDisks"] = json!([{"project": PROJECT, "region": REGION_NAME, "name": "lookup-regional",
+                                         "replicaZones": ["us-central1-a", "us-central1-b"]}]);
+    });
+    let compute = format!("--gce-compute-endpoint={}compute/v1/", fake.base());
+    let z = Zoned::start_webhook(
+        "lookup",
+        &["--gce-lookup", &compute],
+        &[("GCE_METADATA_HOST", &fake.host())],
+    )
+    .await;
+    let (a, b) = (z.node("a"), z.node("b"));
+    let disk_get = |zone: &str, name: &str| format!("GET /compute/v1/projects/{PROJECT}/zones/{zone}/disks/{name}");
+    let region_disk_get = |name: &str| format!("GET /compute/v1/projects/{PROJECT}/regions/{REGION_NAME}/disks/{name}");
+
+    // In-tree, by name only: looked for in the region and each of its zones
+    // (project and region from the metadata server, zones from regions.get),
+    // found in zone b alone.
+    let in_tree = json!({"gcePersistentDisk": {"pdName": "lookup-zonal", "fsType": "ext4"}});
+    let stored = z.create_pv_of("lookup-zonal", in_tree, json!({})).await;
+    assert_eq!(labels(&stored)[ZONE], "us-central1-b");
+    assert_eq!(labels(&stored)[REGION], REGION_NAME);
+    assert_eq!(
+        affinity(&stored),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": ZONE, "operator": "In", "values": ["us-central1-b"]},
+            {"key": REGION, "operator": "In", "values": [REGION_NAME]}
+        ]}]}})
+    );
+    for zone in ["us-central1-a", "us-central1-b", "us-central1-c"] {
+        assert_eq!(fake.requests(&disk_get(zone, "lookup-zonal")), 1, "{zone}");
+    }
+    assert_eq!(fake.requests(&region_disk_get("lookup-zonal")), 1);
+    z.bind_claim("zonal", "lookup-zonal").await;
+    z.create_pod("zonal", Some("zonal"), "100m").await;
+    assert_eq!(z.scheduled("zonal").await, b, "the zonal PD's pod left its zone");
+
+    // A regional PD CSI handle: regionDisks.get gives its replica zones, the
+    // label joins them, and ONE In term on the driver's key holds both.
+    let stored = z
+        .create_pv(
+            "lookup-regional",
+            &format!("projects/{PROJECT}/regions/{REGION_NAME}/disks/lookup-regional"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(labels(&stored)[ZONE], "us-central1-a__us-central1-b");
+    assert_eq!(labels(&stored)[REGION], REGION_NAME);
+    assert_eq!(
+        affinity(&stored),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": GKE_ZONE, "operator": "In", "values": ["us-central1-a", "us-central1-b"]}
+        ]}]}})
+    );
+    assert_eq!(fake.requests(&region_disk_get("lookup-regional")), 1);
+    z.bind_claim("regional", "lookup-regional").await;
+    z.create_pod("regional", Some("regional"), "100m").await;
+    let node = z.scheduled("regional").await;
+    assert!(
+        node == a || node == b,
+        "the regional PD's pod went to {node}, outside zones a and b"
+    );
 }
