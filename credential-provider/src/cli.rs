@@ -10,6 +10,10 @@ use cloud_access::SecureEndpoint;
 use suite_program::duration;
 use suite_program::{LogArgs, LogEnv as _};
 
+mod acr;
+
+pub use acr::{AcrArgs, AcrCacheArgs, AcrConfigArgs, AcrEndpointArgs, AcrMirrorArgs, AcrWorkloadIdentityArgs};
+
 /// kubelet image credential provider: reads a CredentialProviderRequest on
 /// stdin and writes a CredentialProviderResponse on stdout.
 ///
@@ -57,6 +61,13 @@ pub enum Command {
     /// Google service account its service account names (IAM Credentials);
     /// or a Docker config from instance metadata (--auth-flow).
     Gcp(Box<GcpArgs>),
+    /// Azure Container Registry logins (username 00000000-0000-0000-0000-000000000000
+    /// and an ACR refresh token): as the node's managed identity, as the
+    /// service principal of the Azure cloud config (its ID and secret,
+    /// without a network call), or, with KEP-4412 workload identity, as the
+    /// application the pod's service account names. Takes
+    /// acr-credential-provider's arguments (AZURE_JSON, --registry-mirror).
+    Acr(Box<AcrArgs>),
     /// Print the providers of a kubelet CredentialProviderConfig that kubelet
     /// would run for IMAGE, one name per line, in config order.
     Explain(ExplainArgs),
@@ -427,7 +438,7 @@ mod tests {
             "the following required arguments were not provided: --token-endpoint <URL> (see --help)"
         );
         assert!(usage_line(&[]).starts_with(
-            "a subcommand is required, one of: static, passthrough, token-exchange, ecr, gcp, explain, check-config"
+            "a subcommand is required, one of: static, passthrough, token-exchange, ecr, gcp, acr, explain, check-config"
         ));
         for args in [
             &["static", "--bogus"][..],
@@ -474,6 +485,32 @@ mod tests {
         assert!(parse(&["--allowed-service-account", "*@example.com"]).is_err());
         assert!(parse(&["--sts-endpoint", "http://sts.example.com/"]).is_err());
         assert!(parse(&["--metadata-host", "http://169.254.169.254"]).is_err());
+    }
+
+    #[test]
+    fn acr_flags_take_upstreams_shape() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["cloud-credential-provider", "acr"];
+            all.extend(args);
+            Cli::try_parse_from(all)
+        };
+        let Command::Acr(args) = parse(&[
+            "/etc/kubernetes/azure.json",
+            "--registry-mirror=mcr.microsoft.com:r.azurecr.io,h:5000:r.azurecr.io",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not acr");
+        };
+        assert_eq!(args.config.path(), std::path::Path::new("/etc/kubernetes/azure.json"));
+        assert_eq!(args.mirror.mirrors.len(), 2);
+        assert_eq!(args.mirror.mirrors[1].source, "h:5000");
+        assert_eq!(args.endpoints.imds_endpoint.as_str(), "http://169.254.169.254/");
+        assert!(parse(&["--config", "a.json", "-r", "a:b.azurecr.io"]).is_ok());
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["a.json", "--config", "b.json"]).is_err());
+        assert!(parse(&["a.json", "--imds-endpoint", "http://imds.example.com/"]).is_err());
     }
 
     #[test]

@@ -15,10 +15,10 @@ pub mod matching;
 pub mod protocol;
 
 use backend::{
-    BackendError, CredentialBackend, EcrBackend, GcpBackend, PassthroughBackend, StaticBackend, TokenExchangeBackend,
-    ecr::EcrSettings, gcp::GcpSettings, token_exchange::ExchangeSettings,
+    AcrBackend, BackendError, CredentialBackend, EcrBackend, GcpBackend, PassthroughBackend, StaticBackend,
+    TokenExchangeBackend, acr::AcrSettings, ecr::EcrSettings, gcp::GcpSettings, token_exchange::ExchangeSettings,
 };
-use cli::{Cli, Command, GcpArgs};
+use cli::{AcrArgs, Cli, Command, GcpArgs};
 use kubelet_config::{ConfigError, CredentialProviderConfig, FieldError};
 use protocol::RequestError;
 use secrecy::ExposeSecret;
@@ -90,6 +90,10 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
             let backend = GcpBackend::new(gcp_settings(*args).map_err(BackendError::from)?);
             serve_request(&backend, stdin, stdout).await
         }
+        Command::Acr(args) => {
+            let backend = AcrBackend::new(acr_settings(*args));
+            serve_request(&backend, stdin, stdout).await
+        }
         Command::Explain(args) => {
             let config = kubelet_config::load(&args.config)?;
             let mut out = String::new();
@@ -141,6 +145,23 @@ fn gcp_settings(args: GcpArgs) -> Result<GcpSettings, backend::GcpBackendError> 
         expiry_margin: args.cache.expiry.expiry_margin,
         timeout: args.timeout,
     })
+}
+
+/// The `acr` backend's settings from its flags.
+fn acr_settings(args: AcrArgs) -> AcrSettings {
+    AcrSettings {
+        config_path: args.config.path(),
+        mirrors: args.mirror.mirrors,
+        allowed_tenants: args.workload_identity.allowed_tenants,
+        allowed_clients: args.workload_identity.allowed_clients,
+        cache_duration: args.cache.cache_duration,
+        expiry_margin: args.cache.expiry.expiry_margin,
+        imds: args.endpoints.imds_endpoint,
+        authority_host: args.endpoints.authority_host,
+        arm_endpoint: args.endpoints.arm_endpoint,
+        registry_endpoint: args.endpoints.registry_endpoint,
+        timeout: args.timeout,
+    }
 }
 
 /// Reads one request, asks `backend`, writes the answer in the request's

@@ -114,6 +114,31 @@ fn explain_knows_the_shipped_gcp_manifest() {
     }
 }
 
+/// The shipped `acr` manifest covers the clouds' ACR suffixes and the
+/// mirrored registry, and nothing else.
+#[test]
+fn explain_knows_the_shipped_acr_manifest() {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/credential-provider"));
+    let config = dir.join("acr.yaml").display().to_string();
+    for image in [
+        "myregistry.azurecr.io/team/app:v1",
+        "demo.azurecr.cn/app",
+        "demo.azurecr.us/app@sha256:00",
+        "mcr.microsoft.com/oss/nginx/nginx:1.27",
+    ] {
+        assert_eq!(explain(&config, image), ["cloud-credential-provider"], "{image}");
+    }
+    for image in [
+        "nginx",
+        "a.b.azurecr.io/x",
+        "azurecr.io/x",
+        "demo.azurecr.de/x",
+        "quay.io/x/y",
+    ] {
+        assert!(explain(&config, image).is_empty(), "{image}");
+    }
+}
+
 #[test]
 fn check_config_lists_every_problem_with_its_field_path() {
     let out = run(&["check-config", &configs("bad-rules.yaml")], b"");

@@ -7,12 +7,14 @@ use std::future::Future;
 
 use crate::protocol::{CredentialRequest, Credentials};
 
+pub mod acr;
 pub mod ecr;
 pub mod gcp;
 pub mod passthrough;
 pub mod static_file;
 pub mod token_exchange;
 
+pub use acr::{AcrBackend, AcrError};
 pub use ecr::{EcrBackend, EcrError};
 pub use gcp::{GcpBackend, GcpBackendError};
 pub use passthrough::{PassthroughBackend, PassthroughError};
@@ -41,4 +43,6 @@ pub enum BackendError {
     Ecr(#[from] EcrError),
     #[error(transparent)]
     Gcp(#[from] GcpBackendError),
+    #[error(transparent)]
+    Acr(#[from] AcrError),
 }

@@ -1,0 +1,127 @@
+//! Which images are Azure Container Registry images, and registry mirrors.
+//!
+//! acr-credential-provider matches `^[a-zA-Z0-9]+\.(azurecr\.io|azurecr\.cn|azurecr\.de|azurecr\.us)`
+//! followed by the end or `/`, then, failing that, any image containing the
+//! cloud's registry suffix. Here the image's registry (its first path
+//! element, as kubelet reads it) must be `NAME.SUFFIX[:port]`: NAME letters
+//! and digits (ACR's names), SUFFIX one of `azurecr.io`, `azurecr.cn`,
+//! `azurecr.us` or the custom cloud's (`azurecr.de`, the closed German
+//! cloud's, is not one), compared without case. So `x.azurecr.io.example.com`
+//! is not an ACR image (upstream's suffix search takes `x.azurecr.io` from
+//! it).
+
+/// The registries' DNS suffixes of Azure's clouds.
+pub const ACR_SUFFIXES: [&str; 3] = ["azurecr.io", "azurecr.cn", "azurecr.us"];
+
+/// One `--registry-mirror SRC:DST`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryMirror {
+    /// The registry images name (`mcr.microsoft.com`, `host:5000`).
+    pub source: String,
+    /// The Azure container registry that serves them.
+    pub target: String,
+}
+
+/// Reads `SRC:DST`, each `host[:port]`: a part of digits only after a host
+/// is its port (`a:5000:b.azurecr.io`, `a:b.azurecr.io:443`).
+pub fn parse_mirror(text: &str) -> Result<RegistryMirror, &'static str> {
+    let parts: Vec<&str> = text.trim().split(':').collect();
+    let is_port = |p: &str| !p.is_empty() && p.len() <= 5 && p.chars().all(|c| c.is_ascii_digit());
+    let (source, rest) = match parts.as_slice() {
+        [host, port, rest @ ..] if is_port(port) => (format!("{host}:{port}"), rest),
+        [host, rest @ ..] => ((*host).to_owned(), rest),
+        [] => return Err("it is empty"),
+    };
+    let target = match rest {
+        [host] => (*host).to_owned(),
+        [host, port] if is_port(port) => format!("{host}:{port}"),
+        [] => return Err("it has no ':' between SRC and DST"),
+        _ => return Err("it has too many ':' (a port is digits only)"),
+    };
+    for registry in [&source, &target] {
+        cloud_access::azure::acr::check_registry(registry).map_err(|_| "SRC and DST must each be host[:port]")?;
+    }
+    Ok(RegistryMirror {
+        source: source.to_ascii_lowercase(),
+        target: target.to_ascii_lowercase(),
+    })
+}
+
+/// Whether `registry` (`host[:port]`) is an Azure container registry: a
+/// name of letters and digits under one of `suffixes`.
+pub fn is_acr(registry: &str, suffixes: &[&str]) -> bool {
+    let host = match registry.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
+        _ => registry,
+    };
+    let Some((name, suffix)) = host.split_once('.') else {
+        return false;
+    };
+    !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric())
+        && suffixes.iter().any(|s| !s.is_empty() && s.eq_ignore_ascii_case(suffix))
+        && cloud_access::azure::acr::check_registry(registry).is_ok()
+}
+
+/// The registry to ask for `registry`: its mirror's target when a mirror's
+/// source is `registry`, and that source.
+pub fn mirrored<'a>(registry: &str, mirrors: &'a [RegistryMirror]) -> Option<&'a RegistryMirror> {
+    mirrors.iter().find(|m| m.source.eq_ignore_ascii_case(registry))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirrors_take_ports_on_either_side() {
+        let m = |s: &str, t: &str| RegistryMirror {
+            source: s.into(),
+            target: t.into(),
+        };
+        assert_eq!(
+            parse_mirror("mcr.microsoft.com:demo.azurecr.io").unwrap(),
+            m("mcr.microsoft.com", "demo.azurecr.io")
+        );
+        assert_eq!(
+            parse_mirror("registry.local:5000:demo.azurecr.io").unwrap(),
+            m("registry.local:5000", "demo.azurecr.io")
+        );
+        assert_eq!(
+            parse_mirror("mcr.microsoft.com:127.0.0.1:8443").unwrap(),
+            m("mcr.microsoft.com", "127.0.0.1:8443")
+        );
+        assert_eq!(parse_mirror("a:1:b:2").unwrap(), m("a:1", "b:2"));
+        for bad in ["", "a", "a:", ":b", "a:b:c", "a/x:b", "a:b:99999x"] {
+            assert!(parse_mirror(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn acr_registries_as_upstream_matches_them() {
+        let custom = ["azurecr.io", "azurecr.cn", "azurecr.us", "azurecr.demo.example"];
+        for ok in [
+            "demo.azurecr.io",
+            "Demo01.AZURECR.IO",
+            "demo.azurecr.cn",
+            "demo.azurecr.us",
+            "demo.azurecr.io:443",
+            "demo.azurecr.demo.example",
+        ] {
+            assert!(is_acr(ok, &custom), "{ok}");
+        }
+        for no in [
+            "demo.azurecr.de",
+            "my-reg.azurecr.io",
+            "a.b.azurecr.io",
+            "demo.azurecr.io.example.com",
+            "azurecr.io",
+            ".azurecr.io",
+            "mcr.microsoft.com",
+            "demo.azurecr.io:x",
+        ] {
+            assert!(!is_acr(no, &custom), "{no}");
+        }
+        assert!(!is_acr("demo.azurecr.demo.example", &ACR_SUFFIXES));
+    }
+}
