@@ -62,6 +62,8 @@ pub struct ServeArgs {
 pub const TLS_CERT_FILE: &str = "--tls-cert-file";
 pub const TLS_KEY_FILE: &str = "--tls-key-file";
 pub const CLIENT_CA_FILE: &str = "--client-ca-file";
+/// Where cloud-provider-azure's config is on a node, and so `--azure-config`'s default.
+pub const DEFAULT_AZURE_CONFIG: &str = "/etc/kubernetes/azure.json";
 
 /// The serving certificate and the optional client check.
 #[derive(Debug, Clone, Args)]
@@ -288,6 +290,34 @@ pub struct TopologyArgs {
     /// https://compute.googleapis.com/compute/v1/).
     #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_GCE_COMPUTE_ENDPOINT")]
     pub gce_compute_endpoint: Option<String>,
+    /// Look up Azure managed disks (in-tree azureDisk diskURI and disk.csi.azure.com
+    /// handles) with Azure Resource Manager Disks.Get. Credentials come from the cloud
+    /// config (--azure-config): workload identity (with the pod's AZURE_* variables),
+    /// managed identity, or a client secret.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_AZURE_DISK_LOOKUP")]
+    pub azure_disk_lookup: bool,
+    /// The Azure cloud config (azure.json, JSON or YAML, as cloud-provider-azure reads
+    /// it), for --azure-disk-lookup: the cloud and the credentials. Read at start-up.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "PV_TOPOLOGY_WEBHOOK_AZURE_CONFIG",
+        default_value = DEFAULT_AZURE_CONFIG
+    )]
+    pub azure_config: PathBuf,
+    /// Azure Resource Manager's base URL, for --azure-disk-lookup, instead of the
+    /// cloud's (a private endpoint, tests): https, or plain http on loopback only.
+    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_AZURE_ARM_ENDPOINT")]
+    pub azure_arm_endpoint: Option<String>,
+    /// Entra ID's authority host, for --azure-disk-lookup with a client secret or
+    /// workload identity, instead of the cloud's: https, or plain http on loopback only.
+    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_AZURE_AUTHORITY_ENDPOINT")]
+    pub azure_authority_endpoint: Option<String>,
+    /// The instance metadata service (IMDS), for --azure-disk-lookup with a managed
+    /// identity, instead of http://169.254.169.254/ (a node-local proxy, tests): https,
+    /// or plain http on loopback only.
+    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_AZURE_IMDS_ENDPOINT")]
+    pub azure_imds_endpoint: Option<String>,
     /// Most volumes whose looked-up topology is kept (a volume never changes zone).
     #[arg(
         long,

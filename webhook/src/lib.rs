@@ -14,6 +14,7 @@
 //! [`metrics`] and [`certs`] (a CA and serving certificate for clusters without
 //! cert-manager).
 
+pub mod azure;
 pub mod builtin;
 pub mod certs;
 pub mod cli;
@@ -88,6 +89,14 @@ pub enum Error {
         #[source]
         source: gce::ScopeError,
     },
+    /// The cloud config (the message names its path).
+    #[error("--azure-config: {0}")]
+    AzureConfig(#[source] cloud_access::azure::AzureConfigError),
+    #[error("--azure-disk-lookup: {0}")]
+    Azure(#[from] azure::AzureSetupError),
+    /// A bad `--azure-*-endpoint` (the message names it).
+    #[error(transparent)]
+    AzureEndpoint(cloud_access::EndpointError),
 }
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file is
@@ -124,7 +133,46 @@ pub fn reviewer(
         }
         resolver = resolver.with_lookup(std::sync::Arc::new(cached));
     }
+    if topology.azure_disk_lookup {
+        let mut cached = CachedLookup::new(
+            azure_lookup(topology)?,
+            topology.lookup_cache_size,
+            topology.lookup_cache_ttl,
+        );
+        if let Some(metrics) = metrics {
+            cached = cached.with_counters(metrics.cache_counters(azure::NAME));
+        }
+        resolver = resolver.with_lookup(std::sync::Arc::new(cached));
+    }
     Ok(Reviewer::new(resolver, decision.config()))
+}
+
+/// The Azure disk lookup the `--azure-*` flags describe: the cloud config read here, at
+/// start-up, with the workload identity variables Azure's webhook puts in the pod
+/// (`AZURE_CLIENT_ID`, `AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`) over it.
+fn azure_lookup(topology: &TopologyArgs) -> Result<azure::AzureDiskLookup, Error> {
+    let config = cloud_access::azure::AzureConfig::read(&topology.azure_config)
+        .map_err(Error::AzureConfig)?
+        .with_workload_identity_env(|name| std::env::var(name).ok());
+    let endpoint = |flag: &str, given: &Option<String>| {
+        given
+            .as_deref()
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(|g| cloud_access::SecureEndpoint::parse(flag, g))
+            .transpose()
+            .map_err(Error::AzureEndpoint)
+    };
+    let endpoints = azure::AzureEndpoints {
+        resource_manager: endpoint("--azure-arm-endpoint", &topology.azure_arm_endpoint)?,
+        authority_host: endpoint("--azure-authority-endpoint", &topology.azure_authority_endpoint)?,
+        imds: endpoint("--azure-imds-endpoint", &topology.azure_imds_endpoint)?,
+    };
+    Ok(
+        azure::AzureDiskLookup::new(&config, &endpoints, topology.lookup_timeout)?.with_hints(azure::AzureHints {
+            identity: "the identity of --azure-config",
+        }),
+    )
 }
 
 /// The GCE lookup the `--gce-*` flags describe: the metadata server from

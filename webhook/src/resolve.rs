@@ -126,6 +126,8 @@ impl Resolver {
                 "--aws-ebs-lookup (or --rules)"
             } else if crate::gce::disk_ref(volume).is_some() {
                 "--gce-lookup (or --rules)"
+            } else if crate::azure::disk_uri(volume).is_some() {
+                "--azure-disk-lookup (or --rules)"
             } else {
                 "--rules"
             };

@@ -30,6 +30,7 @@ pub use super::entra::{Assertion, ClientAssertionCredential, ClientSecretCredent
 use super::environment::{CloudEndpoints, resource_of};
 use super::error::AzureError;
 use super::token::{AccessToken, TokenFuture, TokenSource, parse_token_answer};
+use crate::endpoint::SecureEndpoint;
 
 /// IMDS's documented address.
 pub const IMDS_ENDPOINT: &str = "http://169.254.169.254/";
@@ -126,6 +127,17 @@ impl TokenSource for ManagedIdentityCredential {
     }
 }
 
+/// The IMDS root a program asks for managed-identity tokens: `given` (a
+/// fake's or a node-local proxy's: an endpoint, so https, or plain http on
+/// loopback only), else [`IMDS_ENDPOINT`], the documented address.
+pub fn imds_base(given: Option<&SecureEndpoint>) -> Result<Url, AzureError> {
+    match given {
+        Some(endpoint) => Ok(super::base_url(endpoint)),
+        None => Url::parse(IMDS_ENDPOINT)
+            .map_err(|_| AzureError::invalid("IMDS endpoint", IMDS_ENDPOINT, "it is not a URL")),
+    }
+}
+
 /// The credential `config` names ([`AzureConfig::auth_method`]), for tokens
 /// for `resource`: Entra ID under `cloud`'s authority host, IMDS at `imds`.
 /// Not cached: put a [`super::CachedTokenSource`] in front of it.
@@ -170,6 +182,13 @@ pub fn credential_from_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_imds_base_is_the_documented_address_unless_given() {
+        assert_eq!(imds_base(None).unwrap().as_str(), IMDS_ENDPOINT);
+        let fake = SecureEndpoint::parse("test", "http://127.0.0.1:9").unwrap();
+        assert_eq!(imds_base(Some(&fake)).unwrap().as_str(), "http://127.0.0.1:9/");
+    }
 
     #[test]
     fn imds_urls_name_the_resource_and_identity() {

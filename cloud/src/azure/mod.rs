@@ -35,7 +35,7 @@ pub use config::{AuthMethod, AzureConfig, AzureConfigError, UserAssignedIdentity
 pub use entra::{Assertion, ClientAssertionCredential, ClientSecretCredential};
 pub use environment::{ACR_AUDIENCE, AzureCloud, CloudEndpoints, scope_for};
 pub use error::{AzureError, ErrorDetail};
-pub use identity::{IMDS_ENDPOINT, ManagedIdentityCredential, credential_from_config};
+pub use identity::{IMDS_ENDPOINT, ManagedIdentityCredential, credential_from_config, imds_base};
 pub use token::{AccessToken, CachedTokenSource, TokenFuture, TokenSource};
 
 use crate::endpoint::SecureEndpoint;

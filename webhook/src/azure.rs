@@ -1,0 +1,338 @@
+//! Azure managed disks' topology from Azure Resource Manager `Disks.Get`: in-tree
+//! `azureDisk` volumes (their `diskURI`) and `disk.csi.azure.com` handles, both the
+//! disk's resource ID `/subscriptions/S/resourceGroups/G/providers/Microsoft.Compute/disks/N`
+//! (keywords in any case, as ARM reads them). Only the call: caching, single-flight and
+//! the deadline are [`CachedLookup`](crate::lookup::CachedLookup)'s and the resolver's,
+//! as for EBS and GCE.
+//!
+//! What the labels are, as the in-tree labeler wrote them (legacy
+//! `azure_managedDiskController.go`, `GetAzureDiskLabels`): a zonal disk gets the zone
+//! `<location>-<zone>` (`eastus-2`, the location lower-cased) and the region; a
+//! zone-redundant (ZRS) or non-zonal disk gets the region only, and so no zone
+//! requirement in nodeAffinity (never an empty one: the CSI driver's `""` zone of
+//! non-zonal disks is not written). Where this departs from upstream:
+//! - the location is the disk's own (ARM's answer), lower-cased, where upstream wrote
+//!   the cloud config's `location` verbatim: the same for every disk in the cluster's
+//!   location; for a disk elsewhere upstream's labels named a place the disk is not;
+//! - the subscription is the URI's, as the CSI driver reads it, where upstream used the
+//!   config's `subscriptionId` (a disk of another subscription was looked for in the
+//!   wrong one);
+//! - a URI that does not name a managed disk (an unmanaged disk's blob URL, kind
+//!   `Shared` or `Dedicated`) is an error saying so, before any call; upstream refused
+//!   it too (failing to read a resource group from it), with a less helpful message.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cloud_access::SecureEndpoint;
+use cloud_access::azure::{
+    AzureConfig, AzureError, CachedTokenSource, Disk, DisksClient, ManagedDiskUri, TokenSource, credential_from_config,
+    imds_base, zone_label,
+};
+
+use crate::builtin::AZURE_DISK_DRIVER;
+use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
+use crate::source::{InTree, VolumeIdentity, VolumeKind};
+use crate::topology::Topology;
+
+/// The lookup's name: audit annotations, messages and metrics.
+pub const NAME: &str = "azure-disk";
+
+/// How errors tell the operator which identity the webhook uses (the program's flags);
+/// the library names none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AzureHints {
+    /// The identity calls are made as, e.g. "the identity the cloud config names".
+    pub identity: &'static str,
+}
+
+impl Default for AzureHints {
+    fn default() -> Self {
+        Self {
+            identity: "the identity the cloud config names",
+        }
+    }
+}
+
+/// Where the lookup's calls go instead of the cloud's own endpoints (a private
+/// endpoint, a node-local proxy, tests): each https, or plain http on loopback only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AzureEndpoints {
+    /// Azure Resource Manager.
+    pub resource_manager: Option<SecureEndpoint>,
+    /// Entra ID's authority host (client secret and workload identity tokens).
+    pub authority_host: Option<SecureEndpoint>,
+    /// IMDS (managed identity tokens); by default its documented link-local address.
+    pub imds: Option<SecureEndpoint>,
+}
+
+/// Why the lookup cannot be built from its settings.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AzureSetupError {
+    #[error("the Azure lookup's HTTP client: {0}")]
+    Http(#[from] cloud_access::HttpClientError),
+    #[error("the cloud's endpoints: {0}")]
+    Endpoint(#[from] cloud_access::EndpointError),
+    /// No credentials in the config, or ones that cannot be used.
+    #[error("{0}")]
+    Credentials(#[source] AzureError),
+    /// A custom cloud (Azure Stack Hub): its endpoints are not read by this lookup.
+    #[error(
+        "the cloud config names a custom cloud (resourceManagerEndpoint {0:?}), whose endpoints and token audience this lookup does not discover: give its disks a rule instead"
+    )]
+    CustomCloud(String),
+}
+
+/// The lookup: `Disks.Get` with tokens from the credential the cloud config names.
+pub struct AzureDiskLookup {
+    disks: DisksClient,
+    /// The token cache in front of the credential, forgotten after ARM refuses a token.
+    tokens: Option<Arc<CachedTokenSource<Arc<dyn TokenSource>>>>,
+    deadline: Duration,
+    hints: AzureHints,
+}
+
+impl fmt::Debug for AzureDiskLookup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzureDiskLookup")
+            .field("arm", &self.disks.base().as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AzureDiskLookup {
+    /// A lookup as `config` describes it (its cloud, and its credential: workload
+    /// identity, managed identity or a client secret, in that order, as
+    /// cloud-provider-azure picks), with `endpoints` replacing the cloud's; tokens are
+    /// cached and refreshed before they expire; each lookup, token included, must end
+    /// within `deadline`.
+    pub fn new(config: &AzureConfig, endpoints: &AzureEndpoints, deadline: Duration) -> Result<Self, AzureSetupError> {
+        let (cloud, known) = config.cloud();
+        if !known {
+            tracing::warn!(
+                cloud = %cloud_access::logging::clean_text(&config.cloud_name, &[], 64),
+                "the Azure cloud config names an unknown cloud: the public cloud is used, as cloud-provider-azure does"
+            );
+        }
+        let custom = config.resource_manager_endpoint.trim();
+        if !custom.is_empty() {
+            return Err(AzureSetupError::CustomCloud(cloud_access::logging::clean_text(
+                custom,
+                &[],
+                200,
+            )));
+        }
+        let mut cloud = cloud.endpoints()?;
+        if let Some(arm) = &endpoints.resource_manager {
+            cloud.resource_manager = arm.clone();
+        }
+        if let Some(authority) = &endpoints.authority_host {
+            cloud.authority_host = authority.clone();
+        }
+        let imds = imds_base(endpoints.imds.as_ref()).map_err(AzureSetupError::Credentials)?;
+        let user_agent = concat!("pv-topology-webhook/", env!("CARGO_PKG_VERSION"));
+        let http = cloud_access::http_client(user_agent, deadline)?;
+        let credential = credential_from_config(config, &http, &cloud, &imds, &cloud.resource_manager_audience)
+            .map_err(AzureSetupError::Credentials)?;
+        let tokens = Arc::new(CachedTokenSource::new(credential));
+        let disks = DisksClient::new(http, &cloud.resource_manager, tokens.clone());
+        Ok(Self {
+            tokens: Some(tokens),
+            ..Self::with_disks(disks, deadline)
+        })
+    }
+
+    /// A lookup through `disks` (whatever its tokens).
+    pub fn with_disks(disks: DisksClient, deadline: Duration) -> Self {
+        Self {
+            disks,
+            tokens: None,
+            deadline,
+            hints: AzureHints::default(),
+        }
+    }
+
+    /// How errors name the identity the webhook calls ARM as.
+    #[must_use]
+    pub fn with_hints(mut self, hints: AzureHints) -> Self {
+        self.hints = hints;
+        self
+    }
+
+    async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
+        let deadline = Instant::now() + self.deadline;
+        let uri = disk_uri(volume).ok_or(LookupError::NotFound)?;
+        let uri = ManagedDiskUri::parse(uri).map_err(|e| LookupError::Failed(e.to_string()))?;
+        match self.disks.disk_by_uri(&uri, deadline).await {
+            Ok(disk) => topology_of(&disk),
+            Err(error) => Err(self.refused(error).await),
+        }
+    }
+
+    async fn refused(&self, error: AzureError) -> LookupError {
+        if let AzureError::Deadline { .. } = error {
+            // The resolver's deadline, met here first: counted as a timeout.
+            return LookupError::TimedOut(self.deadline);
+        }
+        let identity = self.hints.identity;
+        let advice = match error.status() {
+            Some(401) => {
+                // ARM refused the token itself (expired early, wrong audience): the next
+                // lookup fetches a new one.
+                if let Some(tokens) = &self.tokens {
+                    tokens.invalidate().await;
+                }
+                format!(" (ARM refused the token of {identity})")
+            }
+            Some(403) => format!(" ({identity} needs Microsoft.Compute/disks/read, e.g. Reader on the disk's group)"),
+            _ => String::new(),
+        };
+        match &error {
+            // ARM's own answer: the volume already names the disk (the URL's path), so
+            // its status, advice and ARM's code and message come first, within the
+            // length of a denial.
+            AzureError::Api {
+                service: "ARM", detail, ..
+            }
+            | AzureError::NotFound {
+                service: "ARM", detail, ..
+            } => {
+                tracing::debug!(%error, "Azure disk lookup refused");
+                let status = error.status().unwrap_or_default();
+                LookupError::Failed(format!("ARM Disks.Get answered HTTP {status}{advice}: {detail}"))
+            }
+            // A token refused or unreachable: which service and URL matter.
+            _ => LookupError::Failed(format!("{error}{advice}")),
+        }
+    }
+}
+
+/// The disk URI of an in-tree `azureDisk` volume or a `disk.csi.azure.com` handle: the
+/// volumes this lookup answers for (a URI that names no managed disk included: its
+/// answer is the error saying so).
+pub fn disk_uri(volume: &VolumeIdentity) -> Option<&str> {
+    match &volume.kind {
+        VolumeKind::InTree(InTree::AzureDisk) => Some(&volume.handle),
+        VolumeKind::Csi { driver } if driver == AZURE_DISK_DRIVER => Some(&volume.handle),
+        _ => None,
+    }
+}
+
+/// The key a volume's answer is cached and shared under: the disk, lower-cased (ARM
+/// compares names without case), so that the in-tree and CSI forms of one disk share;
+/// the zone label plays no part (a resource ID names one disk).
+pub fn cache_key(volume: &VolumeIdentity) -> String {
+    match disk_uri(volume).map(ManagedDiskUri::parse) {
+        Some(Ok(uri)) => format!(
+            "{}/{}/{}",
+            uri.subscription.to_lowercase(),
+            uri.resource_group.to_lowercase(),
+            uri.name.to_lowercase()
+        ),
+        _ => volume.to_string(),
+    }
+}
+
+/// The topology of a disk ARM answered with: a zonal disk's zone (`<location>-<zone>`,
+/// the first zone, as upstream) and region; a zone-redundant or non-zonal disk's region
+/// only. The location is lower-cased, as the node labels the cloud provider writes are.
+pub fn topology_of(disk: &Disk) -> Result<Topology, LookupError> {
+    let invalid = |problem: String| LookupError::Invalid(format!("Azure disk {:?}: {problem}", disk.name));
+    let region = disk.location.trim().to_lowercase();
+    let zones = match disk.zones.first() {
+        Some(zone) if !disk.is_zone_redundant() => {
+            vec![zone_label(&region, zone).ok_or_else(|| invalid(format!("zone {zone:?} is not a number")))?]
+        }
+        _ => Vec::new(),
+    };
+    Topology::new(zones, Some(region)).map_err(|e| invalid(e.to_string()))
+}
+
+impl TopologyLookup for AzureDiskLookup {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn handles(&self, volume: &VolumeIdentity) -> bool {
+        disk_uri(volume).is_some()
+    }
+
+    fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
+        Box::pin(self.find(volume))
+    }
+
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        cache_key(volume)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URI: &str = "/subscriptions/s1/resourceGroups/MC_rg/providers/Microsoft.Compute/disks/pvc-1";
+
+    fn disk(location: &str, zones: &[&str], sku: &str) -> Disk {
+        Disk {
+            name: "pvc-1".into(),
+            location: location.into(),
+            zones: zones.iter().map(|z| (*z).to_owned()).collect(),
+            sku_name: Some(sku.into()),
+        }
+    }
+
+    #[test]
+    fn which_volumes_are_azure_disks() {
+        let in_tree = VolumeIdentity::in_tree(InTree::AzureDisk, URI);
+        assert_eq!(disk_uri(&in_tree), Some(URI));
+        assert_eq!(disk_uri(&VolumeIdentity::csi(AZURE_DISK_DRIVER, URI)), Some(URI));
+        // Blob URLs are ours too: the answer is the error naming them.
+        let blob = VolumeIdentity::in_tree(InTree::AzureDisk, "https://a.blob.core.windows.net/vhds/d.vhd");
+        assert!(disk_uri(&blob).is_some());
+        assert_eq!(disk_uri(&VolumeIdentity::csi("file.csi.azure.com", URI)), None);
+        assert_eq!(disk_uri(&VolumeIdentity::in_tree(InTree::GcePersistentDisk, URI)), None);
+    }
+
+    #[test]
+    fn both_forms_of_one_disk_share_a_key_whatever_the_case() {
+        let in_tree = VolumeIdentity::in_tree(InTree::AzureDisk, URI);
+        let csi = VolumeIdentity::csi(
+            AZURE_DISK_DRIVER,
+            "/subscriptions/S1/resourcegroups/mc_rg/providers/microsoft.compute/disks/PVC-1",
+        );
+        assert_eq!(cache_key(&in_tree), "s1/mc_rg/pvc-1");
+        assert_eq!(cache_key(&in_tree), cache_key(&csi));
+        // The zone label changes nothing: the ID names one disk.
+        assert_eq!(
+            cache_key(&in_tree.clone().with_zone_hint(Some("eastus-3"))),
+            cache_key(&in_tree)
+        );
+        let bad = VolumeIdentity::csi(AZURE_DISK_DRIVER, "pvc-1");
+        assert_eq!(cache_key(&bad), bad.to_string());
+    }
+
+    #[test]
+    fn zonal_disks_get_a_zone_others_the_region_only() {
+        let t = topology_of(&disk("EastUS", &["2"], "Premium_LRS")).unwrap();
+        assert_eq!((t.zones(), t.region()), (&["eastus-2".to_owned()][..], Some("eastus")));
+        for (location, zones, sku) in [
+            ("eastus", &[][..], "StandardSSD_ZRS"),
+            ("eastus", &[][..], "Premium_LRS"),
+            // A ZRS disk is usable from every zone, whatever its answer says.
+            ("eastus", &["1"][..], "Premium_ZRS"),
+        ] {
+            let t = topology_of(&disk(location, zones, sku)).unwrap();
+            assert_eq!((t.zones(), t.region()), (&[][..], Some("eastus")), "{sku} {zones:?}");
+            assert_eq!(t.zone_label_value(), None);
+        }
+        for bad in [
+            disk("eastus", &["one"], "Premium_LRS"),
+            disk("east us", &["1"], "Premium_LRS"),
+            disk("east us", &[], "Premium_LRS"),
+        ] {
+            assert!(matches!(topology_of(&bad), Err(LookupError::Invalid(_))), "{bad:?}");
+        }
+    }
+}
