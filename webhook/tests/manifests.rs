@@ -320,11 +320,73 @@ fn the_gcp_overlay_turns_the_gce_lookup_on() {
     assert!(serve.topology.gce_lookup);
 }
 
+#[test]
+fn the_azure_overlay_turns_the_disk_lookup_on() {
+    let overlay = documents(&manifests_dir().join("overlays/azure/kustomization.yaml"));
+    let patches = overlay[0]["patches"].as_array().unwrap();
+    let objects = base();
+    let apply = |key: &str, kind: &str| {
+        let patch = patches.iter().find(|p| p["target"]["kind"] == kind).unwrap();
+        let ops: Value = serde_yaml_ng::from_str(patch["patch"].as_str().unwrap()).unwrap();
+        let mut object = objects[key].clone();
+        json_patch::patch(&mut object, &serde_json::from_value::<json_patch::Patch>(ops).unwrap()).unwrap();
+        object
+    };
+    let account = apply("ServiceAccount/pv-topology-webhook", "ServiceAccount");
+    assert!(
+        account["metadata"]["annotations"]["azure.workload.identity/client-id"]
+            .as_str()
+            .is_some_and(|id| id.len() == 36)
+    );
+    let deployment = apply("Deployment/pv-topology-webhook", "Deployment");
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(pod["metadata"]["labels"]["azure.workload.identity/use"], "true");
+    let args: Vec<&str> = pod["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let cli = Cli::try_parse_from(std::iter::once("pv-topology-webhook").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("overlay args: {e}"));
+    let Command::Serve(serve) = cli.command else {
+        panic!("not serve: {args:?}");
+    };
+    assert!(serve.topology.azure_disk_lookup);
+    // The config file is in the mounted Secret, readable by the pod's group.
+    let mount = pod["spec"]["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "azure-cloud-config")
+        .unwrap();
+    assert!(
+        serve
+            .topology
+            .azure_config
+            .starts_with(mount["mountPath"].as_str().unwrap())
+    );
+    let volume = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "azure-cloud-config")
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "azure-cloud-config");
+    assert_eq!(pod["spec"]["securityContext"]["fsGroup"], 65532);
+}
+
 /// With kubectl at hand, the real kustomize renders both variants; without it, the
 /// checks above stand alone.
 #[test]
 fn kustomize_renders_when_kubectl_is_available() {
-    for dir in ["", "overlays/single-replica", "overlays/aws", "overlays/gcp"] {
+    for dir in [
+        "",
+        "overlays/single-replica",
+        "overlays/aws",
+        "overlays/gcp",
+        "overlays/azure",
+    ] {
         let output = match std::process::Command::new("kubectl")
             .args(["kustomize"])
             .arg(manifests_dir().join(dir))
