@@ -34,8 +34,9 @@ pub enum NodeNameFrom {
     /// The cloud's instance ID (needs a cloud --source).
     InstanceId,
     /// The instance's name, which the cloud's controller manager looks the
-    /// node up by: GCE's instance name, DigitalOcean's droplet name,
-    /// Hetzner's server name (needs --source gce, digitalocean or hetzner).
+    /// node up by: GCE's instance name, Azure's VM name (a scale set VM's
+    /// computer name), DigitalOcean's droplet name, Hetzner's server name
+    /// (needs --source gce, azure, digitalocean or hetzner).
     InstanceName,
     /// EC2's PrivateDnsName, from DescribeInstances (needs --source aws and
     /// ec2:DescribeInstances; right also with a custom DHCP domain).
@@ -74,17 +75,19 @@ impl Observed {
 
     /// The name the cloud's controller manager finds the instance by when
     /// the Node has no providerID: GCE's `instance/name` (cloud-provider-gcp
-    /// maps a node name to the instance name); DigitalOcean's droplet name
-    /// and Hetzner's server name, which their metadata gives as `hostname`
-    /// (their CCMs list droplets and servers by the node's name). AWS and
-    /// Azure name nodes otherwise (EC2's private DNS name or instance ID; a
-    /// scale set's computer name), and OpenStack's server name is not read.
+    /// maps a node name to the instance name); Azure's VM name, or a scale
+    /// set VM's computer name (cloud-provider-azure gets a standalone VM by
+    /// the node's name and keys scale set VMs by their computer name);
+    /// DigitalOcean's droplet name and Hetzner's server name, which their
+    /// metadata gives as `hostname` (their CCMs list droplets and servers by
+    /// the node's name). AWS names nodes otherwise (EC2's private DNS name
+    /// or instance ID), and OpenStack's server name is not read.
     fn instance_name(&self) -> Option<String> {
         let cloud = self.cloud.as_ref()?;
         match cloud.provider {
-            Provider::Gce => cloud.instance.name.clone(),
+            Provider::Gce | Provider::Azure => cloud.instance.name.clone(),
             Provider::DigitalOcean | Provider::Hetzner => cloud.instance.hostname.clone(),
-            Provider::Aws | Provider::Azure | Provider::OpenStack => None,
+            Provider::Aws | Provider::OpenStack => None,
         }
     }
 }
@@ -212,7 +215,7 @@ fn node_name(from: Option<NodeNameFrom>, observed: &Observed) -> Result<Option<S
             format!("the {} instance name", observed.origin()),
             observed
                 .instance_name()
-                .ok_or_else(|| missing("instance-name", "instance name", "gce, digitalocean or hetzner"))?,
+                .ok_or_else(|| missing("instance-name", "instance name", "gce, azure, digitalocean or hetzner"))?,
         ),
         Some(NodeNameFrom::PrivateDns) => (
             "private-dns",
@@ -308,7 +311,8 @@ mod tests {
     }
 
     /// The instance name comes from GCE's `instance/name` (not its FQDN
-    /// hostname), DigitalOcean's and Hetzner's `hostname`; the others, and
+    /// hostname), Azure's VM or scale set computer name (the metadata
+    /// module's `name`), DigitalOcean's and Hetzner's `hostname`; the others, and
     /// a local origin, have none the CCM names nodes after: an error naming
     /// the flag and the source.
     #[test]
@@ -322,13 +326,14 @@ mod tests {
         let from = Some(NodeNameFrom::InstanceName);
         let named = |provider| node_name(from, &cloud(provider, instance.clone()));
         assert_eq!(named(Provider::Gce).unwrap().as_deref(), Some("node-gce-7"));
+        assert_eq!(named(Provider::Azure).unwrap().as_deref(), Some("node-gce-7"));
         assert_eq!(named(Provider::DigitalOcean).unwrap().as_deref(), Some("node-a"));
         assert_eq!(named(Provider::Hetzner).unwrap().as_deref(), Some("node-a"));
-        for provider in [Provider::Aws, Provider::Azure, Provider::OpenStack] {
+        for provider in [Provider::Aws, Provider::OpenStack] {
             assert_eq!(
                 named(provider).unwrap_err().to_string(),
                 format!(
-                    "--node-name-from instance-name: the {} source has no instance name; use --source gce, digitalocean or hetzner",
+                    "--node-name-from instance-name: the {} source has no instance name; use --source gce, azure, digitalocean or hetzner",
                     provider.name()
                 )
             );
@@ -338,8 +343,10 @@ mod tests {
             local.starts_with("--node-name-from instance-name: the local source has no instance name"),
             "{local}"
         );
-        let unnamed = cloud(Provider::Gce, Instance::default());
-        assert!(node_name(from, &unnamed).is_err());
+        for provider in [Provider::Gce, Provider::Azure] {
+            let unnamed = cloud(provider, Instance::default());
+            assert!(node_name(from, &unnamed).is_err());
+        }
     }
 
     /// A host whose default route goes through eth0 (10.0.0.5), with a
