@@ -513,6 +513,35 @@ mod tests {
     }
 
     #[test]
+    fn azure_flags_parse_with_defaults() {
+        let cli = Cli::try_parse_from(["pv-topology-webhook", "review", "--azure-disk-lookup"]).unwrap();
+        let Command::Review(args) = cli.command else {
+            panic!("not parsed as review: {:?}", cli.command);
+        };
+        assert!(args.topology.azure_disk_lookup);
+        assert_eq!(args.topology.azure_config, PathBuf::from("/etc/kubernetes/azure.json"));
+        assert_eq!(args.topology.azure_arm_endpoint, None);
+        let cli = Cli::try_parse_from([
+            "pv-topology-webhook",
+            "review",
+            "--azure-config",
+            "/etc/azure/cloud.yaml",
+            "--azure-imds-endpoint",
+            "http://127.0.0.1:9/",
+        ])
+        .unwrap();
+        let Command::Review(args) = cli.command else {
+            panic!("not parsed as review: {:?}", cli.command);
+        };
+        assert!(!args.topology.azure_disk_lookup);
+        assert_eq!(args.topology.azure_config, PathBuf::from("/etc/azure/cloud.yaml"));
+        assert_eq!(
+            args.topology.azure_imds_endpoint.as_deref(),
+            Some("http://127.0.0.1:9/")
+        );
+    }
+
+    #[test]
     fn certs_and_sleep_flags_parse() {
         let cli = Cli::try_parse_from([
             "pv-topology-webhook",
