@@ -3,7 +3,8 @@
 # versions pinned in tests/cluster/go.mod, into
 # .cache/cluster-bin/<k8s-version>/ : kube-apiserver, etcd, kube-scheduler,
 # kube-controller-manager, the kubelet-side test programs (kubelet-credcheck,
-# kubelet-nodeip) and kustomize-render. A binary already
+# kubelet-nodeip), kustomize-render and, from its own module (acr/go.mod),
+# cloud-provider-azure's acr-credential-provider. A binary already
 # there is not rebuilt unless its inputs (Go version, go.mod, go.sum, the
 # program's sources) changed. Go's caches live in .cache/go/.
 #
@@ -48,7 +49,7 @@ build() { # name stamp-inputs... -- package
 	fi
 	t0=$(now)
 	echo "build.sh: building $name ($pkg) ..."
-	(cd "$here" && nice -n 19 go build -trimpath -o "$out/$name.tmp.$$" "$pkg")
+	(cd "${build_dir:-$here}" && nice -n 19 go build -trimpath -o "$out/$name.tmp.$$" "$pkg")
 	mv "$out/$name.tmp.$$" "$out/$name"
 	echo "$want" > "$out/.$name.stamp"
 	echo "build.sh: built $name in $(( $(now) - t0 ))s"
@@ -64,4 +65,7 @@ build kube-controller-manager -- k8s.io/kubernetes/cmd/kube-controller-manager
 build kubelet-credcheck "$here"/cmd/kubelet-credcheck/*.go -- ./cmd/kubelet-credcheck
 build kustomize-render "$here"/cmd/kustomize-render/*.go -- ./cmd/kustomize-render
 build kubelet-nodeip "$here"/cmd/kubelet-nodeip/*.go -- ./cmd/kubelet-nodeip
+# Upstream's ACR plugin at its released dependencies (acr/go.mod's tool line),
+# for the differential test and bench/acr.sh.
+build_dir="$here/acr" build acr-credential-provider "$here/acr/go.mod" "$here/acr/go.sum" -- sigs.k8s.io/cloud-provider-azure/cmd/acr-credential-provider
 echo "build.sh: cluster binaries in $out ($(( $(now) - t_start ))s)"

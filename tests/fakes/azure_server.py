@@ -29,7 +29,7 @@ One scenario file (see tests/data/azure/scenario.json):
            "metadata_endpoints": [{"name": "...", "resourceManager": "...", ...}]},
    "acr": {"tenant": "TENANT", "refresh_token_lifetime": 10800,
            "challenge_status": 401, "www_authenticate": null, "realm_host": null,
-           "echo_access_token": false}}
+           "realm_scheme": "http", "echo_access_token": false}}
 
 Modes:
   - imds.identity.expires_in / entra.expires_in: short-lived tokens (each
@@ -43,7 +43,9 @@ Modes:
     quote the secret, assertion or token that was sent (as a careless
     server might), so that tests prove the client cuts it out.
   - acr.challenge_status / www_authenticate / realm_host: a registry whose
-    /v2/ answers another status, another challenge, or a realm elsewhere.
+    /v2/ answers another status, another challenge, or a realm elsewhere;
+    acr.realm_scheme "https": the realm as a registry reached over TLS
+    (through tls_proxy.py) names it.
 
 What it enforces, as the real services do:
   - IMDS: `Metadata: true` required (400 bad_request_102 "Required metadata
@@ -423,8 +425,9 @@ class Handler(BaseHTTPRequestHandler):
         if status != 401:
             return self.reply(status, "{}")
         realm_host = config.get("realm_host") or self.host()
+        scheme = config.get("realm_scheme", "http")
         challenge = config.get("www_authenticate") or \
-            f'Bearer realm="http://{realm_host}/oauth2/token",service="{self.host()}"'
+            f'Bearer realm="{scheme}://{realm_host}/oauth2/token",service="{self.host()}"'
         return self.reply(401, acr_error("UNAUTHORIZED", "authentication required, visit "
                                          "https://aka.ms/acr/authorization for more information."),
                           headers=[("Www-Authenticate", challenge)])
