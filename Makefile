@@ -46,6 +46,7 @@ bench: release
 	@bash bench/credential-provider.sh
 	@bash bench/credential-provider-gcp.sh
 	@bash bench/ecr.sh
+	@bash bench/acr.sh
 	@bash bench/webhook.sh
 
 clean:
