@@ -161,6 +161,38 @@ fn service_principal_answers_without_a_call() {
 }
 
 #[test]
+fn custom_clouds_add_their_registry_suffix() {
+    // The fake's ARM /metadata/endpoints names AzureStackDemo, whose
+    // registries are under azurecr.demo.example.
+    let fake = AzureFake::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("azure.json");
+    let mut text: Value =
+        serde_json::from_slice(&std::fs::read(azure_data("service-principal.json")).unwrap()).unwrap();
+    text["cloud"] = "AzureStackDemo".into();
+    text["resourceManagerEndpoint"] = "https://management.demo.example/".into();
+    std::fs::write(&config, text.to_string()).unwrap();
+    let config = config.display().to_string();
+    let base = fake.base();
+    let out = run(
+        &["acr", &config, "--arm-endpoint", &base],
+        &request("v1", "demo.azurecr.demo.example/app", None),
+    );
+    let answer = success("custom", &out);
+    assert_eq!(
+        keys(&answer),
+        [
+            "*.azurecr.*",
+            "*.azurecr.cn",
+            "*.azurecr.demo.example",
+            "*.azurecr.io",
+            "*.azurecr.us"
+        ]
+    );
+    assert_eq!(fake.requests("GET /metadata/endpoints"), 1);
+}
+
+#[test]
 fn mirrors_with_ports_answer_under_both_hosts() {
     let fake = AzureFake::start();
     let mirrors = "mcr.microsoft.com:demo.azurecr.io,registry.local:5000:demo.azurecr.io";
