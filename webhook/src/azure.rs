@@ -3,7 +3,9 @@
 //! disk's resource ID `/subscriptions/S/resourceGroups/G/providers/Microsoft.Compute/disks/N`
 //! (keywords in any case, as ARM reads them). Only the call: caching, single-flight and
 //! the deadline are [`CachedLookup`](crate::lookup::CachedLookup)'s and the resolver's,
-//! as for EBS and GCE.
+//! as for EBS and GCE. The cloud and the credential are the cloud config's
+//! (`azure.json`); a custom cloud's endpoints are read from Resource Manager at the
+//! first lookup, as cloud-provider-azure reads them.
 //!
 //! What the labels are, as the in-tree labeler wrote them (legacy
 //! `azure_managedDiskController.go`, `GetAzureDiskLabels`): a zonal disk gets the zone
@@ -22,14 +24,17 @@
 //!   it too (failing to read a resource group from it), with a less helpful message.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cloud_access::SecureEndpoint;
 use cloud_access::azure::{
-    AzureConfig, AzureError, CachedTokenSource, Disk, DisksClient, ManagedDiskUri, TokenSource, credential_from_config,
-    imds_base, zone_label,
+    AzureConfig, AzureError, CachedTokenSource, CloudEndpoints, Disk, DisksClient, ManagedDiskUri, TokenSource,
+    credential_from_config, imds_base, zone_label,
 };
+use tokio::sync::OnceCell;
 
 use crate::builtin::AZURE_DISK_DRIVER;
 use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
@@ -78,26 +83,50 @@ pub enum AzureSetupError {
     /// No credentials in the config, or ones that cannot be used.
     #[error("{0}")]
     Credentials(#[source] AzureError),
-    /// A custom cloud (Azure Stack Hub): its endpoints are not read by this lookup.
-    #[error(
-        "the cloud config names a custom cloud (resourceManagerEndpoint {0:?}), whose endpoints and token audience this lookup does not discover: give its disks a rule instead"
-    )]
-    CustomCloud(String),
+}
+
+/// The token cache in front of the config's credential.
+type Tokens = Arc<CachedTokenSource<Arc<dyn TokenSource>>>;
+
+/// `Disks.Get` calls, and the token cache they use (forgotten after ARM refuses a
+/// token; none when the client was given).
+struct Connected {
+    disks: DisksClient,
+    tokens: Option<Tokens>,
+}
+
+type ConnectFuture = Pin<Box<dyn Future<Output = Result<Connected, AzureError>> + Send>>;
+
+/// Where `Disks.Get` goes.
+enum Arm {
+    Ready(Connected),
+    /// A custom cloud (Azure Stack Hub): its endpoints and token audience are read from
+    /// Resource Manager's `/metadata/endpoints`, as cloud-provider-azure reads them, at
+    /// the first lookup, within its deadline (a failure is not kept: the next lookup
+    /// asks again).
+    Custom {
+        discover: Box<dyn Fn(Instant) -> ConnectFuture + Send + Sync>,
+        connected: OnceCell<Connected>,
+    },
 }
 
 /// The lookup: `Disks.Get` with tokens from the credential the cloud config names.
 pub struct AzureDiskLookup {
-    disks: DisksClient,
-    /// The token cache in front of the credential, forgotten after ARM refuses a token.
-    tokens: Option<Arc<CachedTokenSource<Arc<dyn TokenSource>>>>,
+    arm: Arm,
     deadline: Duration,
     hints: AzureHints,
 }
 
 impl fmt::Debug for AzureDiskLookup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let arm = match &self.arm {
+            Arm::Ready(connected) => connected.disks.base().as_str(),
+            Arm::Custom { connected, .. } => connected
+                .get()
+                .map_or("(a custom cloud, not discovered yet)", |c| c.disks.base().as_str()),
+        };
         f.debug_struct("AzureDiskLookup")
-            .field("arm", &self.disks.base().as_str())
+            .field("arm", &arm)
             .finish_non_exhaustive()
     }
 }
@@ -107,22 +136,16 @@ impl AzureDiskLookup {
     /// identity, managed identity or a client secret, in that order, as
     /// cloud-provider-azure picks), with `endpoints` replacing the cloud's; tokens are
     /// cached and refreshed before they expire; each lookup, token included, must end
-    /// within `deadline`.
+    /// within `deadline`. A custom cloud's endpoints (`resourceManagerEndpoint`) are read
+    /// at the first lookup, from `endpoints.resource_manager` when given.
     pub fn new(config: &AzureConfig, endpoints: &AzureEndpoints, deadline: Duration) -> Result<Self, AzureSetupError> {
         let (cloud, known) = config.cloud();
-        if !known {
+        let custom = config.resource_manager_endpoint.trim();
+        if !known && custom.is_empty() {
             tracing::warn!(
                 cloud = %cloud_access::logging::clean_text(&config.cloud_name, &[], 64),
                 "the Azure cloud config names an unknown cloud: the public cloud is used, as cloud-provider-azure does"
             );
-        }
-        let custom = config.resource_manager_endpoint.trim();
-        if !custom.is_empty() {
-            return Err(AzureSetupError::CustomCloud(cloud_access::logging::clean_text(
-                custom,
-                &[],
-                200,
-            )));
         }
         let mut cloud = cloud.endpoints()?;
         if let Some(arm) = &endpoints.resource_manager {
@@ -134,21 +157,57 @@ impl AzureDiskLookup {
         let imds = imds_base(endpoints.imds.as_ref()).map_err(AzureSetupError::Credentials)?;
         let user_agent = concat!("pv-topology-webhook/", env!("CARGO_PKG_VERSION"));
         let http = cloud_access::http_client(user_agent, deadline)?;
-        let credential = credential_from_config(config, &http, &cloud, &imds, &cloud.resource_manager_audience)
-            .map_err(AzureSetupError::Credentials)?;
-        let tokens = Arc::new(CachedTokenSource::new(credential));
-        let disks = DisksClient::new(http, &cloud.resource_manager, tokens.clone());
-        Ok(Self {
-            tokens: Some(tokens),
-            ..Self::with_disks(disks, deadline)
-        })
+        // `Disks.Get` to a cloud's Resource Manager with tokens for its audience from the
+        // credential the config names.
+        let connect = |config: &AzureConfig, http: &_, cloud: &CloudEndpoints, imds: &_| {
+            let credential = credential_from_config(config, http, cloud, imds, &cloud.resource_manager_audience)?;
+            let tokens: Tokens = Arc::new(CachedTokenSource::new(credential));
+            Ok::<_, AzureError>(Connected {
+                disks: DisksClient::new(Clone::clone(http), &cloud.resource_manager, tokens.clone()),
+                tokens: Some(tokens),
+            })
+        };
+        // The credential is checked here, at start-up, for a custom cloud too.
+        let ready = connect(config, &http, &cloud, &imds).map_err(AzureSetupError::Credentials)?;
+        if custom.is_empty() {
+            return Ok(Self::from_arm(Arm::Ready(ready), deadline));
+        }
+        let metadata = match &endpoints.resource_manager {
+            Some(given) => given.clone(),
+            None => SecureEndpoint::parse("the cloud config's resourceManagerEndpoint", custom)?,
+        };
+        let (config, overrides) = (config.clone(), endpoints.clone());
+        let discover = move |deadline: Instant| -> ConnectFuture {
+            let (http, config, imds, metadata) = (http.clone(), config.clone(), imds.clone(), metadata.clone());
+            let (base, overrides) = (cloud.clone(), overrides.clone());
+            Box::pin(async move {
+                let mut found = CloudEndpoints::discover(&http, &metadata, &config.cloud_name, base, deadline).await?;
+                if let Some(arm) = overrides.resource_manager {
+                    found.resource_manager = arm;
+                }
+                if let Some(authority) = overrides.authority_host {
+                    found.authority_host = authority;
+                }
+                connect(&config, &http, &found, &imds)
+            })
+        };
+        Ok(Self::from_arm(
+            Arm::Custom {
+                discover: Box::new(discover),
+                connected: OnceCell::new(),
+            },
+            deadline,
+        ))
     }
 
     /// A lookup through `disks` (whatever its tokens).
     pub fn with_disks(disks: DisksClient, deadline: Duration) -> Self {
+        Self::from_arm(Arm::Ready(Connected { disks, tokens: None }), deadline)
+    }
+
+    fn from_arm(arm: Arm, deadline: Duration) -> Self {
         Self {
-            disks,
-            tokens: None,
+            arm,
             deadline,
             hints: AzureHints::default(),
         }
@@ -165,13 +224,29 @@ impl AzureDiskLookup {
         let deadline = Instant::now() + self.deadline;
         let uri = disk_uri(volume).ok_or(LookupError::NotFound)?;
         let uri = ManagedDiskUri::parse(uri).map_err(|e| LookupError::Failed(e.to_string()))?;
-        match self.disks.disk_by_uri(&uri, deadline).await {
+        let connected = self.connected(deadline).await?;
+        match connected.disks.disk_by_uri(&uri, deadline).await {
             Ok(disk) => topology_of(&disk),
-            Err(error) => Err(self.refused(error).await),
+            Err(error) => Err(self.refused(error, connected.tokens.as_ref()).await),
         }
     }
 
-    async fn refused(&self, error: AzureError) -> LookupError {
+    async fn connected(&self, deadline: Instant) -> Result<&Connected, LookupError> {
+        match &self.arm {
+            Arm::Ready(connected) => Ok(connected),
+            Arm::Custom { discover, connected } => {
+                connected
+                    .get_or_try_init(|| discover(deadline))
+                    .await
+                    .map_err(|error| match error {
+                        AzureError::Deadline { .. } => LookupError::TimedOut(self.deadline),
+                        error => LookupError::Failed(format!("the custom cloud's endpoints: {error}")),
+                    })
+            }
+        }
+    }
+
+    async fn refused(&self, error: AzureError, tokens: Option<&Tokens>) -> LookupError {
         if let AzureError::Deadline { .. } = error {
             // The resolver's deadline, met here first: counted as a timeout.
             return LookupError::TimedOut(self.deadline);
@@ -181,7 +256,7 @@ impl AzureDiskLookup {
             Some(401) => {
                 // ARM refused the token itself (expired early, wrong audience): the next
                 // lookup fetches a new one.
-                if let Some(tokens) = &self.tokens {
+                if let Some(tokens) = tokens {
                     tokens.invalidate().await;
                 }
                 format!(" (ARM refused the token of {identity})")

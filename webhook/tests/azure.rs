@@ -511,9 +511,58 @@ fn bad_settings_are_refused_at_start_up() {
     let custom = dir.path().join("stack.json");
     std::fs::write(
         &custom,
-        r#"{"cloud": "AzureStackDemo", "resourceManagerEndpoint": "https://management.demo.example/", "useManagedIdentityExtension": true}"#,
+        r#"{"cloud": "AzureStackDemo", "resourceManagerEndpoint": "http://192.0.2.1/", "useManagedIdentityExtension": true}"#,
     )
     .unwrap();
     let error = start(&["--azure-config", &custom.display().to_string()]);
-    assert!(error.contains("custom cloud"), "{error}");
+    assert!(
+        error.contains("the cloud config's resourceManagerEndpoint \"http://192.0.2.1/\" uses http"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_custom_clouds_endpoints_and_audience_are_discovered() {
+    // The scenario's AzureStackDemo environment: ARM at the fake itself, tokens for
+    // https://management.demo.example/, which the fake's ARM refuses (it accepts the
+    // public cloud's audiences): the audience read is the one asked for.
+    let fake = start(|_| {});
+    let dir = tempfile::tempdir().unwrap();
+    let run = |fake: &Fake| {
+        let config = dir.path().join("azure.json");
+        let stack = json!({
+            "cloud": "AzureStackDemo",
+            "resourceManagerEndpoint": fake.base(),
+            "useManagedIdentityExtension": true
+        });
+        std::fs::write(&config, stack.to_string()).unwrap();
+        let imds = format!("--azure-imds-endpoint={}", fake.base());
+        let config = format!("--azure-config={}", config.display());
+        review_binary(
+            &["--azure-disk-lookup", &config, &imds],
+            &NO_WORKLOAD_IDENTITY,
+            pv(in_tree(&uri("pvc-zonal")), None),
+        )
+    };
+    let answer = run(&fake);
+    assert!(!answer.allowed());
+    assert!(
+        answer
+            .message()
+            .contains("ARM Disks.Get answered HTTP 401 (ARM refused the token of the identity of --azure-config): InvalidAuthenticationTokenAudience: The access token has been obtained for wrong audience or resource 'https://management.demo.example'"),
+        "{}",
+        answer.message()
+    );
+    assert_eq!(fake.requests("GET /metadata/endpoints"), 1);
+
+    // The environment's audience one ARM accepts: labeled.
+    let fake = start(|scenario| {
+        scenario["arm"]["metadata_endpoints"][0]["authentication"]["audiences"] =
+            json!(["https://management.core.windows.net/"]);
+    });
+    let answer = run(&fake);
+    assert_eq!(answer.outcome(), "labeled", "{:?}", answer.response());
+    assert_eq!(labels(&answer)["topology.kubernetes.io/zone"], "eastus-2");
+    assert_eq!(fake.requests("GET /metadata/endpoints"), 1);
+    assert_eq!(fake.requests(&disk_get("pvc-zonal")), 1);
 }
