@@ -252,18 +252,6 @@ impl AzureDiskLookup {
             return LookupError::TimedOut(self.deadline);
         }
         let identity = self.hints.identity;
-        let advice = match error.status() {
-            Some(401) => {
-                // ARM refused the token itself (expired early, wrong audience): the next
-                // lookup fetches a new one.
-                if let Some(tokens) = tokens {
-                    tokens.invalidate().await;
-                }
-                format!(" (ARM refused the token of {identity})")
-            }
-            Some(403) => format!(" ({identity} needs Microsoft.Compute/disks/read, e.g. Reader on the disk's group)"),
-            _ => String::new(),
-        };
         match &error {
             // ARM's own answer: the volume already names the disk (the URL's path), so
             // its status, advice and ARM's code and message come first, within the
@@ -276,10 +264,22 @@ impl AzureDiskLookup {
             } => {
                 tracing::debug!(%error, "Azure disk lookup refused");
                 let status = error.status().unwrap_or_default();
+                let advice = match status {
+                    401 => {
+                        // ARM refused the token itself (expired early, wrong audience):
+                        // the next lookup fetches a new one.
+                        if let Some(tokens) = tokens {
+                            tokens.invalidate().await;
+                        }
+                        format!(" (ARM refused the token of {identity})")
+                    }
+                    403 => format!(" ({identity} needs Microsoft.Compute/disks/read, e.g. Reader on the disk's group)"),
+                    _ => String::new(),
+                };
                 LookupError::Failed(format!("ARM Disks.Get answered HTTP {status}{advice}: {detail}"))
             }
             // A token refused or unreachable: which service and URL matter.
-            _ => LookupError::Failed(format!("{error}{advice}")),
+            _ => LookupError::Failed(error.to_string()),
         }
     }
 }

@@ -565,4 +565,26 @@ async fn a_custom_clouds_endpoints_and_audience_are_discovered() {
     assert_eq!(labels(&answer)["topology.kubernetes.io/zone"], "eastus-2");
     assert_eq!(fake.requests("GET /metadata/endpoints"), 1);
     assert_eq!(fake.requests(&disk_get("pvc-zonal")), 1);
+
+    // In one process: the endpoints are read once; a token ARM refuses is dropped, so
+    // the next lookup fetches another.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = start(|_| {});
+    let stack =
+        json!({"cloud": "AzureStackDemo", "resourceManagerEndpoint": fake.base(), "useManagedIdentityExtension": true});
+    let config = AzureConfig::parse(std::path::Path::new("azure.json"), &stack.to_string()).unwrap();
+    let endpoints = AzureEndpoints {
+        imds: Some(SecureEndpoint::parse("test endpoint", &fake.base()).unwrap()),
+        ..AzureEndpoints::default()
+    };
+    let lookup = AzureDiskLookup::new(&config, &endpoints, Duration::from_secs(5)).unwrap();
+    for _ in 0..2 {
+        let error = lookup.lookup(&in_tree_volume("pvc-zonal")).await.unwrap_err();
+        assert!(
+            error.to_string().contains("InvalidAuthenticationTokenAudience"),
+            "{error}"
+        );
+    }
+    assert_eq!(fake.requests("GET /metadata/endpoints"), 1);
+    assert_eq!(fake.requests(IMDS_TOKEN), 2);
 }
