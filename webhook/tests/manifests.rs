@@ -106,6 +106,25 @@ fn the_deployment_is_highly_available_and_locked_down() {
     assert_eq!(pod["automountServiceAccountToken"], false);
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    // Secret files are root's unless the pod has an fsGroup: a mode without
+    // "other" read bits (0440) is readable by the non-root user only through
+    // the group that fsGroup gives them.
+    for volume in pod["volumes"].as_array().unwrap() {
+        // Kubernetes reads YAML 1.1: `0440` is octal (this parser keeps it as text).
+        let mode = match &volume["secret"]["defaultMode"] {
+            Value::Number(n) => n.as_u64().unwrap(),
+            Value::String(text) => u64::from_str_radix(text, 8).unwrap(),
+            _ => continue,
+        };
+        if mode & 0o004 == 0 {
+            assert_eq!(
+                pod["securityContext"]["fsGroup"], pod["securityContext"]["runAsGroup"],
+                "volume {} (mode {mode:o}) is unreadable by the webhook's user without fsGroup",
+                volume["name"]
+            );
+            assert_ne!(mode & 0o040, 0, "volume {}: no group read bit", volume["name"]);
+        }
+    }
     let container = &pod["containers"][0];
     let security = &container["securityContext"];
     assert_eq!(security["readOnlyRootFilesystem"], true);

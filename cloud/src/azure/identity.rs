@@ -192,6 +192,8 @@ mod tests {
 
     #[test]
     fn imds_urls_name_the_resource_and_identity() {
+        // As in main: the client needs a crypto provider, whichever test runs first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let imds = Url::parse("http://127.0.0.1:9/").unwrap();
         let system = ManagedIdentityCredential::new(
             &imds,
