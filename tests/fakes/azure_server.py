@@ -83,6 +83,12 @@ GET /__requests answers {"METHOD /path": count} of the requests so far (not
 counting itself), plus "exchange grant_type=G" counts, so tests can count
 fetches and see which grant was used.
 
+POST /__entra/assertions?tenant=TENANT&client_id=CLIENT with a token as its
+body adds it to entra.tenants.TENANT.CLIENT.assertions (tenant and client
+added when absent; not counted): a test whose service-account tokens are
+issued while it runs (by a real kube-apiserver) tells the fake each one
+before it is presented as a client assertion.
+
 usage: azure_server.py SCENARIO.json
 """
 import base64
@@ -201,7 +207,10 @@ class Handler(BaseHTTPRequestHandler):
         return self.reply(404, arm_error("NotFound", f"no such path {path}"))
 
     def do_POST(self):
-        path = unquote(urlsplit(self.path).path)
+        url = urlsplit(self.path)
+        path = unquote(url.path)
+        if path == "/__entra/assertions":
+            return self.accept_assertion({k: v[0] for k, v in parse_qs(url.query).items()})
         self.count(f"POST {path}")
         parts = path.strip("/").split("/")
         if len(parts) == 4 and parts[1:] == ["oauth2", "v2.0", "token"]:
@@ -339,6 +348,18 @@ class Handler(BaseHTTPRequestHandler):
         token = issue(kind, lifetime, scope)
         return self.reply(200, {"token_type": "Bearer", "expires_in": lifetime, "ext_expires_in": lifetime,
                                 "access_token": token})
+
+    def accept_assertion(self, query):
+        tenant, client_id = query.get("tenant", ""), query.get("client_id", "")
+        length = int(self.headers.get("Content-Length") or 0)
+        token = self.rfile.read(min(length, 1 << 20)).decode(errors="replace").strip()
+        if not tenant or not client_id or not token:
+            return self.reply(400, {"error": "tenant, client_id and a token in the body are required"})
+        with LOCK:
+            tenants = self.scenario.setdefault("entra", {}).setdefault("tenants", {})
+            client = tenants.setdefault(tenant, {}).setdefault(client_id, {})
+            client.setdefault("assertions", []).append(token)
+        return self.reply(200, {})
 
     # --- ARM ------------------------------------------------------------------
 

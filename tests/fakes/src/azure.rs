@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Process, python, read, scenario_file, script, workspace_root};
+use super::{Process, call, python, read, scenario_file, script, workspace_root};
 
 /// `tests/data/azure/<name>`.
 pub fn azure_data(name: &str) -> PathBuf {
@@ -98,6 +98,26 @@ impl AzureFake {
             .sum()
     }
 
+    /// From now on, Entra ID accepts `token` as a client assertion for
+    /// application `client_id` of `tenant` (besides the scenario's
+    /// `assertions`): for tokens issued while the test runs, such as a
+    /// kube-apiserver's service-account tokens.
+    pub fn accept_assertion(&self, tenant: &str, client_id: &str, token: &str) {
+        let url = self.assertions_url(tenant, client_id);
+        let path = url.strip_prefix(&self.base()).expect("the fake's own URL");
+        call(self.port, "POST", &format!("/{path}"), token);
+    }
+
+    /// The URL [`accept_assertion`](Self::accept_assertion) posts to (the
+    /// token as the body), for a program that learns the tokens itself
+    /// (`kubelet-credcheck keyring --announce-tokens`).
+    pub fn assertions_url(&self, tenant: &str, client_id: &str) -> String {
+        format!(
+            "{}__entra/assertions?tenant={tenant}&client_id={client_id}",
+            self.base()
+        )
+    }
+
     /// `/__requests`: the counters so far.
     pub fn counts(&self) -> Value {
         let what = format!("GET {}__requests", self.base());
@@ -172,6 +192,54 @@ mod tests {
             TcpStream::connect(("127.0.0.1", port)).is_err(),
             "the fake still listens on {port}"
         );
+    }
+
+    #[test]
+    fn entra_accepts_an_assertion_announced_at_run_time() {
+        let fake = AzureFake::start();
+        let (tenant, client) = (
+            "11111111-2222-4333-8444-555555555555",
+            "c4c4c4c4-0000-4000-8000-000000000004",
+        );
+        let token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJydW4tdGltZSJ9.c2ln";
+        let exchange = |token: &str| {
+            let body = format!(
+                "grant_type=client_credentials&client_id={client}&scope=https://containerregistry.azure.net/.default&client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer&client_assertion={token}"
+            );
+            send(
+                fake.port,
+                &format!(
+                    "POST /{tenant}/oauth2/v2.0/token HTTP/1.0\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                ),
+            )
+        };
+        let (status, body) = exchange(token);
+        assert!(
+            status.contains(" 400 ") && body.contains("AADSTS700016"),
+            "{status} {body}"
+        );
+        fake.accept_assertion(tenant, client, token);
+        let (status, body) = exchange(token);
+        assert!(
+            status.contains(" 200 ") && body.contains("assertion-token-1"),
+            "{status} {body}"
+        );
+        let (status, body) = exchange("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJvdGhlciJ9.c2ln");
+        assert!(
+            status.contains(" 400 ") && body.contains("AADSTS700211"),
+            "{status} {body}"
+        );
+        assert_eq!(
+            fake.assertions_url(tenant, client),
+            format!(
+                "http://127.0.0.1:{}/__entra/assertions?tenant={tenant}&client_id={client}",
+                fake.port
+            )
+        );
+        // Announcing is not counted.
+        assert_eq!(fake.requests(&format!("POST /{tenant}/oauth2/v2.0/token")), 3);
+        assert_eq!(fake.all_requests(), 3);
     }
 
     #[test]

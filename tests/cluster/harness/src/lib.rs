@@ -29,6 +29,7 @@ mod differential;
 mod moto;
 mod pki;
 mod process;
+mod tls_proxy;
 pub mod webhook;
 
 pub use cluster::{SERVICE_ACCOUNT_ISSUER, TestCluster};
@@ -36,6 +37,7 @@ pub use differential::{assert_disagreements, go_error_class, known_disagreements
 pub use moto::Moto;
 pub use pki::{Pem, Pki};
 pub use process::group_running;
+pub use tls_proxy::{TlsProxy, certificates};
 
 /// The workspace root (two levels above this crate's `tests/cluster`).
 pub fn workspace_root() -> PathBuf {

@@ -24,13 +24,12 @@
 //! in credential-provider/tests/acr.rs.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use base64::Engine;
-use cluster_harness::{cluster_bin, provider_binary, workspace_root};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use cluster_harness::{TlsProxy, cluster_bin, provider_binary, workspace_root};
 use serde_json::{Value, json};
 use test_fakes::AzureFake;
 
@@ -38,62 +37,6 @@ const REGISTRY: &str = "demo.azurecr.io";
 
 /// (case, config, an extra argument, image, the differences we mean).
 type Case<'a> = (&'a str, &'a str, Option<&'a String>, &'a str, &'a [&'a str]);
-
-/// tests/fakes/tls_proxy.py, killed when dropped.
-struct Proxy {
-    child: Child,
-    port: u16,
-}
-
-impl Proxy {
-    fn start(fake_port: u16, cert: &Path, key: &Path) -> Proxy {
-        let mut child = Command::new("python3")
-            .arg(workspace_root().join("tests/fakes/tls_proxy.py"))
-            .arg(fake_port.to_string())
-            .args([cert, key])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start tls_proxy.py");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("tls_proxy.py's port");
-        let port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("tls_proxy.py said {line:?}"));
-        Proxy { child, port }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A CA (written to `dir/ca.pem`) and a serving pair for `REGISTRY`.
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let mut ca_params = CertificateParams::default();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate().unwrap();
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let params = CertificateParams::new(vec![REGISTRY.to_owned()]).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = params.signed_by(&key, &issuer).unwrap();
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    };
-    (
-        write("ca.pem", ca.pem()),
-        write("leaf.pem", leaf.pem()),
-        write("leaf.key", key.serialize_pem()),
-    )
-}
 
 /// Runs `program args` with `env` only (and PATH), `request` on stdin: exit
 /// status and stdout as JSON (or the stderr).
@@ -174,9 +117,8 @@ fn acr_agrees_with_acr_credential_provider() {
     let ours = provider_binary();
     let fake = AzureFake::with(|s| s["acr"]["realm_scheme"] = "https".into());
     let dir = tempfile::tempdir().unwrap();
-    let (ca, cert, key) = certificates(dir.path());
-    let proxy = Proxy::start(fake.port, &cert, &key);
-    let proxy_url = format!("http://127.0.0.1:{}", proxy.port);
+    let proxy = TlsProxy::start(fake.port, &[REGISTRY], dir.path());
+    let (ca, proxy_url) = (proxy.ca.clone(), proxy.url());
     let upstream_env = [
         ("HTTP_PROXY", proxy_url.clone()),
         ("HTTPS_PROXY", proxy_url.clone()),

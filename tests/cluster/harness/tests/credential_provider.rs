@@ -11,12 +11,12 @@ use std::process::Command;
 
 use base64::Engine;
 use cloud_access::logging::{REDACTED, SECRET_FRAGMENT};
-use cluster_harness::{TestCluster, cluster_bin, json_lines, provider_binary, run_ok, workspace_root};
+use cluster_harness::{TestCluster, TlsProxy, cluster_bin, json_lines, provider_binary, run_ok, workspace_root};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use serde_yaml_ng::Value as Yaml;
-use test_fakes::GcpFake;
+use test_fakes::{AzureFake, GcpFake};
 
 /// A bin dir holding our binary under the provider's name.
 fn bin_dir(tmp: &Path) -> PathBuf {
@@ -742,6 +742,260 @@ async fn gcp_manifest_with_the_fake_and_real_service_account_tokens() {
         assert_no_piece_of(secret, &logs, "kubelet's log");
         assert_no_piece_of(secret, &plugin, "the plugin's stderr");
     }
+}
+
+/// Replaces the provider's argument `from` (a positional one, such as a
+/// config file's path) with `to`.
+fn replace_arg(provider: &mut serde_yaml_ng::Mapping, from: &str, to: &str) {
+    let args = provider.get_mut("args").and_then(Yaml::as_sequence_mut).expect("args");
+    let arg = args
+        .iter_mut()
+        .find(|a| a.as_str() == Some(from))
+        .unwrap_or_else(|| panic!("no {from} in args"));
+    *arg = Yaml::from(to);
+}
+
+/// The `acr` manifest under kubelet's code, against the Azure fake
+/// (tests/fakes/azure_server.py on loopback: IMDS and Entra ID through
+/// `--imds-endpoint`/`--authority-host` as variables; the registry, the
+/// manifest's mirror target `myregistry.azurecr.io`, at `https://REGISTRY/`
+/// through tests/fakes/tls_proxy.py named by HTTPS_PROXY, with the test's
+/// own CA as SSL_CERT_FILE; nothing reaches 169.254.169.254 or Azure). The
+/// pod's token is real: kubelet's code asks the apiserver for it (bound to
+/// the pod, for the manifest's audience) and kubelet-credcheck tells the
+/// fake's Entra ID each one as it is issued, as a client assertion of the
+/// application the service account names; Entra accepts those and no others.
+#[tokio::test]
+async fn acr_manifest_with_the_fake_and_a_pod_bound_token() {
+    const CLIENT_ID: &str = "kubernetes.azure.com/acr-client-id";
+    const TENANT_ID: &str = "kubernetes.azure.com/acr-tenant-id";
+    const ACR_USERNAME: &str = "00000000-0000-0000-0000-000000000000";
+    const IMDS_TOKEN: &str = "GET /metadata/identity/oauth2/token";
+    const EXCHANGE: &str = "exchange grant_type=access_token";
+    // An application the scenario does not know: Entra learns it (and the
+    // tokens it accepts for it) only from kubelet-credcheck's announcements.
+    const APP: &str = "c5c5c5c5-0000-4000-8000-000000000005";
+    const SP_CLIENT: &str = "c1c1c1c1-0000-4000-8000-000000000001";
+    const SP_SECRET: &str = "Qx8Q~fake.client-secret_value-0001";
+    let manifest: Yaml = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(workspace_root().join("manifests/credential-provider/acr.yaml")).unwrap(),
+    )
+    .unwrap();
+    let provider = manifest["providers"][0].as_mapping().expect("a provider");
+    // The manifest's own tenant allow-list, mirror and audience.
+    let tenant = arg_value(provider, "--allowed-tenant-id");
+    let mirror = arg_value(provider, "--registry-mirror");
+    let (mirror_source, registry) = mirror.split_once(':').expect("SRC:DST");
+    let (mirror_source, registry) = (mirror_source.to_owned(), registry.to_owned());
+    let audience = provider["tokenAttributes"]["serviceAccountTokenAudience"]
+        .as_str()
+        .expect("serviceAccountTokenAudience")
+        .to_owned();
+    let entra = format!("POST /{tenant}/oauth2/v2.0/token");
+
+    let fake = AzureFake::with(|s| {
+        s["acr"]["realm_scheme"] = json!("https");
+        s["acr"]["tenant"] = json!(tenant);
+        // Entra quotes a refused assertion (as a careless server might).
+        s["entra"]["echo_credentials"] = json!(true);
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let proxy = TlsProxy::start(fake.port, &[&registry], tmp.path());
+    let cluster = TestCluster::start().await;
+    let image = format!("{registry}/team/app:1");
+    let node_uid = pod_with_service_account(&cluster, "acr-node", "puller", json!({}), &image).await;
+    let pod_uid = pod_with_service_account(
+        &cluster,
+        "acr-pod",
+        "puller",
+        json!({CLIENT_ID: APP, TENANT_ID: tenant}),
+        &image,
+    )
+    .await;
+    let (bin, calls) = counting_bin_dir(tmp.path());
+    let azure_json = |name: &str| {
+        workspace_root()
+            .join("tests/data/azure")
+            .join(name)
+            .display()
+            .to_string()
+    };
+    let copy = |dir: &str, config: &str, pod_tokens: bool| {
+        let dir = tmp.path().join(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        manifest_copy(&dir, "acr.yaml", |p| {
+            replace_arg(p, "/etc/kubernetes/azure.json", &azure_json(config));
+            set_env(p, "CLOUD_CREDENTIAL_PROVIDER_IMDS_ENDPOINT", &fake.base());
+            set_env(p, "CLOUD_CREDENTIAL_PROVIDER_AUTHORITY_HOST", &fake.base());
+            set_env(p, "HTTPS_PROXY", &proxy.url());
+            set_env(p, "SSL_CERT_FILE", &proxy.ca.display().to_string());
+            // All the plugin says, to show that none of it is secret.
+            set_env(p, "CLOUD_CREDENTIAL_PROVIDER_LOG_LEVEL", "debug");
+            if !pod_tokens {
+                // As the manifest's comment says: pull as the node only.
+                p.remove("tokenAttributes");
+            }
+        })
+    };
+    let node_config = copy("node", "managed-identity.json", false);
+    let sp_config = copy("sp", "service-principal.json", false);
+    let pod_config = copy("pod", "managed-identity.json", true);
+    let announce = fake.assertions_url(&tenant, APP);
+    let keyring_as = |config: &PathBuf, ns: &'static str, uid: &str, announced: bool, images: Vec<String>| {
+        let mut flags = pod_flags(&cluster, ns, "puller", uid);
+        if announced {
+            flags.extend(["--announce-tokens".to_owned(), announce.clone()]);
+        }
+        let (config, bin) = (config.clone(), bin.clone());
+        tokio::task::spawn_blocking(move || {
+            let images: Vec<&str> = images.iter().map(String::as_str).collect();
+            keyring(&config, &bin, &flags, &images)
+        })
+    };
+    let issued = |run: &KeyringRun, ns: &str, uid: &str| -> Vec<String> {
+        let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
+        for token in &issued {
+            assert_bound_token(token, &audience, ns, "puller", uid);
+        }
+        issued
+    };
+    // What kubelet returns for an image: ACR's username and a refresh token
+    // the fake's registry issued for `registry` in the tenant (its `sub` is
+    // the fake's serial: exchange-N), and for an image on an ACR registry
+    // also the answer's empty `*.azurecr.*` entry (kubelet's keyring matches
+    // that key too and tries it last: an anonymous pull).
+    let refresh_token = |run: &KeyringRun, image: &str, serial: u32| -> String {
+        let found = &run.lookups[image];
+        let anonymous = image.split('/').next().unwrap_or_default().contains(".azurecr.");
+        let want = if anonymous { 2 } else { 1 };
+        assert_eq!(found.len(), want, "{image}: {found:?}\n{}", run.stderr);
+        if anonymous {
+            assert_eq!(found[1], (String::new(), String::new()), "{image}: {found:?}");
+        }
+        let (user, password) = &found[0];
+        assert_eq!(user, ACR_USERNAME, "{}", run.stderr);
+        let c = claims(password);
+        assert_eq!(c["iss"], "Azure Container Registry", "{c}");
+        assert_eq!(c["aud"], registry.as_str(), "{c}");
+        assert_eq!(c["tenant"], tenant.as_str(), "{c}");
+        assert_eq!(c["sub"], format!("exchange-{serial}"), "{c}");
+        password.clone()
+    };
+    // IMDS tokens, Entra ID tokens, ACR exchanges so far.
+    let azure_calls = || {
+        let count = |key: &str| fake.requests(key);
+        (count(IMDS_TOKEN), count(&entra), count(EXCHANGE))
+    };
+    let mut secrets: Vec<String> = vec![SP_SECRET.to_owned()];
+    let mut logs = String::new();
+    let other = format!("{registry}/team/other");
+    let mirrored = format!("{mirror_source}/oss/nginx");
+    let foreign = "quay.io/team/app".to_owned();
+
+    // (1) The node's managed identity (the manifest without tokenAttributes):
+    // IMDS's token exchanged at the registry, one plugin run per registry
+    // (cacheKeyType Registry); the mirror's source gets its target's token;
+    // images matchImages does not list never run the plugin.
+    let run = keyring_as(
+        &node_config,
+        "acr-node",
+        &node_uid,
+        false,
+        vec![image.clone(), other.clone(), mirrored.clone(), foreign.clone()],
+    )
+    .await
+    .unwrap();
+    let node_token = refresh_token(&run, &image, 1);
+    assert_eq!(refresh_token(&run, &other, 1), node_token);
+    let mirror_token = refresh_token(&run, &mirrored, 2);
+    assert_eq!(run.lookups[&foreign], vec![], "{}", run.stderr);
+    assert_eq!(runs(&calls), 2, "{}", run.stderr);
+    assert_eq!(issued(&run, "acr-node", &node_uid), Vec::<String>::new());
+    assert_eq!(azure_calls(), (2, 0, 2));
+    secrets.extend([node_token, mirror_token, "imds-token-1".into(), "imds-token-2".into()]);
+    logs.push_str(&run.stderr);
+
+    // The service principal of azure.json: its ID and secret under
+    // `*.azurecr.io` (and the anonymous entry), without a call.
+    let before = fake.all_requests();
+    let run = keyring_as(&sp_config, "acr-node", &node_uid, false, vec![image.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        run.lookups[&image],
+        creds(&[(SP_CLIENT, SP_SECRET), ("", "")]),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(fake.all_requests(), before);
+    logs.push_str(&run.stderr);
+
+    // (2) KEP-4412 with the shipped manifest: the pod's own token, bound to
+    // it, presented to the tenant's Entra ID as the client assertion of the
+    // application its service account names, then ACR's exchange.
+    let run = keyring_as(&pod_config, "acr-pod", &pod_uid, true, vec![image.clone()])
+        .await
+        .unwrap();
+    let pod_token = refresh_token(&run, &image, 3);
+    let tokens = issued(&run, "acr-pod", &pod_uid);
+    assert_eq!(tokens.len(), 1, "{}", run.stderr);
+    assert_eq!(azure_calls(), (2, 1, 3));
+    secrets.extend(tokens);
+    secrets.extend([pod_token, "assertion-token-1".into()]);
+    logs.push_str(&run.stderr);
+
+    // Mirrored images are pulled as the node even when kubelet sends the
+    // pod's token.
+    let run = keyring_as(&pod_config, "acr-pod", &pod_uid, true, vec![mirrored.clone()])
+        .await
+        .unwrap();
+    secrets.push(refresh_token(&run, &mirrored, 4));
+    assert_eq!(azure_calls(), (3, 1, 4));
+    secrets.extend(issued(&run, "acr-pod", &pod_uid));
+    secrets.push("imds-token-3".into());
+    logs.push_str(&run.stderr);
+
+    // Refused: a token Entra was not told of (the fake quotes it in its
+    // error): kubelet gets nothing and logs the plugin's stderr, with
+    // Entra's AADSTS code and without the token.
+    let run = keyring_as(&pod_config, "acr-pod", &pod_uid, false, vec![image.clone()])
+        .await
+        .unwrap();
+    assert_eq!(run.lookups[&image], vec![], "{}", run.stderr);
+    assert_eq!((fake.requests(&entra), fake.requests(EXCHANGE)), (2, 4));
+    assert!(run.stderr.contains("AADSTS700211"), "{}", run.stderr);
+    assert!(run.stderr.contains(REDACTED), "{}", run.stderr);
+    let refused = issued(&run, "acr-pod", &pod_uid);
+    assert_eq!(refused.len(), 1, "{}", run.stderr);
+    secrets.extend(refused);
+    logs.push_str(&run.stderr);
+
+    // Refused: under the shipped manifest a pod whose service account names
+    // no application gets nothing (kubelet logs which annotation is missing),
+    // and nothing is asked of Azure.
+    let before = fake.all_requests();
+    let run = keyring_as(&pod_config, "acr-node", &node_uid, true, vec![image.clone()])
+        .await
+        .unwrap();
+    assert_eq!(run.lookups[&image], vec![], "{}", run.stderr);
+    assert!(run.stderr.contains(CLIENT_ID), "{}", run.stderr);
+    assert_eq!(fake.all_requests(), before);
+    secrets.extend(issued(&run, "acr-node", &node_uid));
+    logs.push_str(&run.stderr);
+
+    // Nothing secret in kubelet's log or in all the plugin wrote (at debug).
+    let plugin = plugin_stderr(tmp.path());
+    for said in [
+        "identity=the node's system-assigned managed identity",
+        &format!("identity=application {APP} of tenant {tenant} (workload identity)"),
+    ] {
+        assert!(plugin.contains(said), "{said}: {plugin}");
+    }
+    for secret in &secrets {
+        assert_no_piece_of(secret, &logs, "kubelet's log");
+        assert_no_piece_of(secret, &plugin, "the plugin's stderr");
+    }
+    drop(proxy);
 }
 
 #[test]
