@@ -1,17 +1,18 @@
 //! The webhook's purpose, end to end: a real kube-scheduler and
 //! kube-controller-manager (only its PersistentVolume binder) run against the
-//! test apiserver, with Node objects in the three zones of us-central1 (no
-//! kubelet: the test sets their status through the API, the scheduler binds
-//! pods through the API, and nothing runs them). PVs for GCE PDs are created
-//! through the apiserver with `pv-topology-webhook serve` registered as in
-//! `webhook.rs` (zones from the handle or a rules file, or looked up in
-//! Compute Engine, the fake of Google's APIs standing in for it); a PVC binds
-//! to each, and the scheduler places the Pod that uses it.
+//! test apiserver, with Node objects in the three zones of us-central1 (or of
+//! eastus, for Azure) (no kubelet: the test sets their status through the
+//! API, the scheduler binds pods through the API, and nothing runs them). PVs
+//! for GCE PDs and Azure managed disks are created through the apiserver with
+//! `pv-topology-webhook serve` registered as in `webhook.rs` (zones from the
+//! handle or a rules file, or looked up in Compute Engine or Azure Resource
+//! Manager, the fakes of Google's and Azure's APIs standing in for them); a
+//! PVC binds to each, and the scheduler places the Pod that uses it.
 //!
-//! The nodes' resources make each outcome certain: zones a and b have 2 CPUs,
-//! zone c has 8. A pod asking 100m goes to zone c, the scheduler's favourite,
-//! unless a filter rules c out (shown by a pod without a volume); a pod asking
-//! 4 CPUs fits zone c only.
+//! The nodes' resources make each outcome certain: zones a and b (1 and 2)
+//! have 2 CPUs, zone c (3) has 8. A pod asking 100m goes to zone c, the
+//! scheduler's favourite, unless a filter rules c out (shown by a pod without
+//! a volume); a pod asking 4 CPUs fits zone c only.
 
 mod common;
 
@@ -23,12 +24,38 @@ use common::*;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use test_fakes::GcpFake;
+use test_fakes::azure::azure_data;
+use test_fakes::{AzureFake, GcpFake};
 
 const REGION_NAME: &str = "us-central1";
 /// The PD CSI driver's own topology key: the webhook's nodeAffinity for
 /// `pd.csi.storage.gke.io` names it, and GKE nodes carry it.
 const GKE_ZONE: &str = "topology.gke.io/zone";
+/// The Azure Disk CSI driver's topology key: the webhook's nodeAffinity for
+/// `disk.csi.azure.com` names it, and the driver's nodes report it.
+const AZURE_ZONE: &str = "topology.disk.csi.azure.com/zone";
+
+/// Where a test's nodes are: `{prefix}-{suffix}` in zone `{name}-{suffix}` for
+/// each of the three suffixes (the first two with 2 CPUs, the third with 8),
+/// labelled with the zone and region and the CSI driver's zone key.
+struct Region {
+    name: &'static str,
+    zones: [&'static str; 3],
+    csi_zone_key: &'static str,
+}
+
+const US_CENTRAL1: Region = Region {
+    name: REGION_NAME,
+    zones: ["a", "b", "c"],
+    csi_zone_key: GKE_ZONE,
+};
+
+/// Azure's zones as cloud-provider-azure labels nodes (`eastus-1`…).
+const EASTUS: Region = Region {
+    name: "eastus",
+    zones: ["1", "2", "3"],
+    csi_zone_key: AZURE_ZONE,
+};
 const NAMESPACE: &str = "scheduling";
 /// Each PV carries `scheduling-test/pv: <its name>`; its claim selects it.
 const PV_LABEL: &str = "scheduling-test/pv";
@@ -38,7 +65,8 @@ const BINDER: &str = "persistentvolume-binder-controller";
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A cluster with a scheduler, the PV binder, three zones' nodes
-/// (`{prefix}-a`, `-b`, `-c`) and the webhook registered (failurePolicy Fail).
+/// (`{prefix}-a`, `-b`, `-c`, or a [`Region`]'s) and the webhook registered
+/// (failurePolicy Fail).
 struct Zoned {
     served: Served,
     client: kube::Client,
@@ -56,6 +84,11 @@ impl Zoned {
 
     /// The webhook with `args` and `env`.
     async fn start_webhook(prefix: &'static str, args: &[&str], env: &[(&str, &str)]) -> Zoned {
+        Self::start_in(prefix, &US_CENTRAL1, args, env).await
+    }
+
+    /// The nodes in `region`, the webhook with `args` and `env`.
+    async fn start_in(prefix: &'static str, region: &Region, args: &[&str], env: &[(&str, &str)]) -> Zoned {
         let t0 = Instant::now();
         let mut cluster = TestCluster::start().await;
         cluster.start_scheduler().expect("kube-scheduler");
@@ -63,14 +96,8 @@ impl Zoned {
             .start_controller_manager(&[BINDER])
             .expect("kube-controller-manager");
         let client = cluster.client();
-        for (zone, cpu) in [("a", "2"), ("b", "2"), ("c", "8")] {
-            create_node(
-                &client,
-                &format!("{prefix}-{zone}"),
-                &format!("{REGION_NAME}-{zone}"),
-                cpu,
-            )
-            .await;
+        for (zone, cpu) in region.zones.into_iter().zip(["2", "2", "8"]) {
+            create_node(&client, &format!("{prefix}-{zone}"), region, zone, cpu).await;
         }
         // No ServiceAccount controller runs: the pods' service account is made here.
         let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -235,19 +262,21 @@ fn object<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).unwrap()
 }
 
-/// A Node as kubelet would register it (zone, region and GKE's zone label),
-/// made Ready with `cpu` CPUs, 8Gi and 110 pods through the status
-/// subresource. Nothing runs the node lifecycle controller, which would lift
-/// the `node.kubernetes.io/not-ready` taint the apiserver's admission puts on
-/// a new node: the test lifts it.
-async fn create_node(client: &kube::Client, name: &str, zone: &str, cpu: &str) {
+/// A Node as kubelet would register it in `region`'s zone `{name}-{suffix}`
+/// (zone, region and the CSI driver's zone label), made Ready with `cpu`
+/// CPUs, 8Gi and 110 pods through the status subresource. Nothing runs the
+/// node lifecycle controller, which would lift the
+/// `node.kubernetes.io/not-ready` taint the apiserver's admission puts on a
+/// new node: the test lifts it.
+async fn create_node(client: &kube::Client, name: &str, region: &Region, suffix: &str, cpu: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
+    let zone = format!("{}-{suffix}", region.name);
     let node: Node = object(json!({"metadata": {"name": name, "labels": {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         ZONE: zone,
-        REGION: REGION_NAME,
-        GKE_ZONE: zone,
+        REGION: region.name,
+        region.csi_zone_key: zone,
     }}}));
     nodes.create(&PostParams::default(), &node).await.unwrap();
     let resources = json!({"cpu": cpu, "memory": "8Gi", "pods": "110"});
@@ -450,4 +479,102 @@ async fn disks_looked_up_in_compute_keep_their_pods_in_their_zones() {
         node == a || node == b,
         "the regional PD's pod went to {node}, outside zones a and b"
     );
+}
+
+/// The webhook looking Azure managed disks up in Resource Manager (`serve
+/// --azure-disk-lookup`, no rules) against the Azure fake
+/// (tests/fakes/azure_server.py: IMDS for the managed identity's token and
+/// ARM `Disks.Get` on one loopback port; never 169.254.169.254), with nodes
+/// in eastus's zones 1, 2 and 3 labelled as cloud-provider-azure and the
+/// Azure Disk CSI driver label them. A disk's URI names no place: its zone
+/// can come from `Disks.Get` alone (pvc-zonal in zone 2, pvc-zrs
+/// zone-redundant, in tests/data/azure/scenario.json).
+#[tokio::test]
+async fn azure_disks_looked_up_in_resource_manager_keep_their_pods_in_their_zones() {
+    const SUBSCRIPTION: &str = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+    const GROUP: &str = "MC_demo_demo_eastus";
+    const DRIVER: &str = "disk.csi.azure.com";
+    let uri = |name: &str| {
+        format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/{GROUP}/providers/Microsoft.Compute/disks/{name}")
+    };
+    let fake = AzureFake::start();
+    let base = fake.base();
+    let config = format!("--azure-config={}", azure_data("managed-identity.json").display());
+    let endpoints = [
+        format!("--azure-arm-endpoint={base}"),
+        format!("--azure-authority-endpoint={base}"),
+        format!("--azure-imds-endpoint={base}"),
+    ];
+    let mut args = vec!["--azure-disk-lookup", config.as_str()];
+    args.extend(endpoints.iter().map(String::as_str));
+    // The node's managed identity, not Azure Workload Identity's variables.
+    let env = [
+        ("AZURE_CLIENT_ID", ""),
+        ("AZURE_TENANT_ID", ""),
+        ("AZURE_CLIENT_SECRET", ""),
+        ("AZURE_FEDERATED_TOKEN_FILE", ""),
+    ];
+    let z = Zoned::start_in("azure", &EASTUS, &args, &env).await;
+    let (two, three) = (z.node("2"), z.node("3"));
+    let disk_get = |name: &str| format!("GET {}", uri(name));
+
+    // In-tree azureDisk (a managed disk: kind Managed, which the apiserver
+    // requires of a /subscriptions/ URI): the zone eastus-2 and the region
+    // from the disk, and the in-tree nodeAffinity on both.
+    let in_tree = json!({"azureDisk": {"diskName": "pvc-zonal", "diskURI": uri("pvc-zonal"), "kind": "Managed",
+                                       "cachingMode": "ReadOnly", "fsType": "ext4"}});
+    let stored = z.create_pv_of("azure-in-tree", in_tree, json!({})).await;
+    assert_eq!(labels(&stored)[ZONE], "eastus-2");
+    assert_eq!(labels(&stored)[REGION], "eastus");
+    assert_eq!(
+        affinity(&stored),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": ZONE, "operator": "In", "values": ["eastus-2"]},
+            {"key": REGION, "operator": "In", "values": ["eastus"]}
+        ]}]}})
+    );
+    assert_eq!(fake.requests(&disk_get("pvc-zonal")), 1);
+    z.bind_claim("in-tree", "azure-in-tree").await;
+    z.create_pod("in-tree", Some("in-tree"), "100m").await;
+    assert_eq!(z.scheduled("in-tree").await, two, "the zonal disk's pod left its zone");
+
+    // The same disk as a CSI handle: the driver's key, the zone only; one
+    // cache entry for both forms, so no second call.
+    let csi = |name: &str| json!({"csi": {"driver": DRIVER, "volumeHandle": uri(name), "fsType": "ext4"}});
+    let stored = z.create_pv_of("azure-csi", csi("pvc-zonal"), json!({})).await;
+    assert_eq!(labels(&stored)[ZONE], "eastus-2");
+    assert_eq!(labels(&stored)[REGION], "eastus");
+    assert_eq!(affinity(&stored), zone_affinity(AZURE_ZONE, "eastus-2"));
+    assert_eq!(fake.requests(&disk_get("pvc-zonal")), 1);
+    z.bind_claim("csi", "azure-csi").await;
+    z.create_pod("csi", Some("csi"), "100m").await;
+    assert_eq!(z.scheduled("csi").await, two, "the zonal disk's pod left its zone");
+
+    // A zone-redundant disk (StandardSSD_ZRS): the region only, and as CSI no
+    // nodeAffinity at all (never an empty zone), so its pod goes where the
+    // scheduler prefers, zone 3.
+    let stored = z.create_pv_of("azure-zrs", csi("pvc-zrs"), json!({})).await;
+    assert_eq!(labels(&stored), json!({REGION: "eastus", PV_LABEL: "azure-zrs"}));
+    assert_eq!(affinity(&stored), Value::Null);
+    assert_eq!(fake.requests(&disk_get("pvc-zrs")), 1);
+    z.bind_claim("zrs", "azure-zrs").await;
+    z.create_pod("zrs", Some("zrs"), "100m").await;
+    assert_eq!(z.scheduled("zrs").await, three);
+    // In-tree, the same disk: the region label and the region requirement
+    // alone (from the cache: one call for both forms).
+    let in_tree = json!({"azureDisk": {"diskName": "pvc-zrs", "diskURI": uri("pvc-zrs"), "kind": "Managed"}});
+    let stored = z.create_pv_of("azure-zrs-in-tree", in_tree, json!({})).await;
+    assert_eq!(
+        labels(&stored),
+        json!({REGION: "eastus", PV_LABEL: "azure-zrs-in-tree"})
+    );
+    assert_eq!(
+        affinity(&stored),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": REGION, "operator": "In", "values": ["eastus"]}
+        ]}]}})
+    );
+    assert_eq!(fake.requests(&disk_get("pvc-zrs")), 1);
+    // The managed identity's one token served every call.
+    assert_eq!(fake.requests("GET /metadata/identity/oauth2/token"), 1);
 }
