@@ -57,3 +57,16 @@ clean:
 .PHONY: cluster-bin
 cluster-bin:
 	bash tests/cluster/build.sh
+
+# The Helm chart (charts/pv-topology-webhook): helm lint --strict, helm
+# template against the kustomize manifests (no drift), the values schema, and
+# helm install/upgrade/uninstall into the cluster tier's kube-apiserver
+# (tests/cluster/harness/tests/helm.rs; `make test` runs it with the tier).
+# helm v3.22.0 is built from the Go module proxy by tests/cluster/build.sh
+# into .cache/cluster-bin/ (`make helm`).
+.PHONY: chart-test helm
+helm:
+	bash tests/cluster/build.sh helm
+
+chart-test:
+	bash tests/cluster/run.sh --test helm

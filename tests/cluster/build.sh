@@ -4,7 +4,8 @@
 # .cache/cluster-bin/<k8s-version>/ : kube-apiserver, etcd, kube-scheduler,
 # kube-controller-manager, the kubelet-side test programs (kubelet-credcheck,
 # kubelet-nodeip), kustomize-render and, from its own module (acr/go.mod),
-# cloud-provider-azure's acr-credential-provider. A binary already
+# cloud-provider-azure's acr-credential-provider, and helm (go install at its
+# own version). A binary already
 # there is not rebuilt unless its inputs (Go version, go.mod, go.sum, the
 # program's sources) changed. Go's caches live in .cache/go/.
 #
@@ -68,4 +69,37 @@ build kubelet-nodeip "$here"/cmd/kubelet-nodeip/*.go -- ./cmd/kubelet-nodeip
 # Upstream's ACR plugin at its released dependencies (acr/go.mod's tool line),
 # for the differential test and bench/acr.sh.
 build_dir="$here/acr" build acr-credential-provider "$here/acr/go.mod" "$here/acr/go.sum" -- sigs.k8s.io/cloud-provider-azure/cmd/acr-credential-provider
+# helm, for the chart's tests (helm.rs, make chart-test): `go install` at its
+# own released dependencies (no go.mod of ours, no replace directives).
+HELM_VERSION=v3.22.0
+build_helm() {
+	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qxF helm; then
+		return
+	fi
+	local want have t0 gobin
+	want="$({ go version; echo "helm.sh/helm/v3 $HELM_VERSION k8s 1.37"; } | sha256sum | cut -c1-16)"
+	have="$(cat "$out/.helm.stamp" 2>/dev/null || true)"
+	if [ -x "$out/helm" ] && [ "$want" = "$have" ]; then
+		echo "build.sh: helm $HELM_VERSION cached"
+		return
+	fi
+	t0=$(now)
+	echo "build.sh: building helm (helm.sh/helm/v3/cmd/helm@$HELM_VERSION) ..."
+	gobin="$(mktemp -d "$out/.helm.XXXXXX")"
+	# The ldflags of helm's Makefile: its version, and the Kubernetes version
+	# of its client-go (v0.37: 1.37) as the default of `helm template` and
+	# `helm lint` (else 1.20, whose API deprecation checks and .Capabilities are
+	# years old).
+	local ldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+	local pkg
+	for pkg in lint/rules chartutil; do
+		ldflags+=" -X helm.sh/helm/v3/pkg/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$pkg.k8sVersionMinor=37"
+	done
+	(cd "$here" && GOBIN="$gobin" GOFLAGS="${GOFLAGS/-mod=mod/}" nice -n 19 go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
+	mv "$gobin/helm" "$out/helm"
+	rmdir "$gobin"
+	echo "$want" > "$out/.helm.stamp"
+	echo "build.sh: built helm in $(( $(now) - t0 ))s"
+}
+build_helm
 echo "build.sh: cluster binaries in $out ($(( $(now) - t_start ))s)"
