@@ -5,8 +5,9 @@
 //!   gives the objects `kustomize-render` gives for the matching directory of
 //!   `manifests/webhook/` (base and overlays), field for field, but for
 //!   Helm's own labels, the pod template's annotations and the image;
-//! - `helm lint --strict` with every values file; bad values fail on
-//!   `values.schema.json` with a message naming the value;
+//! - `helm lint --strict` with every values file and other switches, the
+//!   Deployment's arguments accepted by the binary's command line; bad
+//!   values fail on `values.schema.json` with a message naming the value;
 //! - `helm install`, `helm upgrade` and `helm uninstall` against the real
 //!   kube-apiserver: the objects are accepted, the webhook configuration
 //!   points at the chart's Service, and nothing is left behind. Kinds the
@@ -262,6 +263,53 @@ fn the_chart_renders_what_kustomize_renders() {
     );
 }
 
+/// The Deployment's arguments are ones `pv-topology-webhook`'s command line
+/// accepts: run with them, it does not stop with a usage error (exit 2) but
+/// later, at the missing rules or TLS files (exit 1), or is still starting
+/// after 10 s.
+fn assert_args_parse(rendered: &[Value], what: &str) {
+    let deployment = rendered
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap_or_else(|| panic!("{what}: no Deployment"));
+    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let binary = cluster_harness::workspace_binary("pv-topology-webhook", "PV_TOPOLOGY_WEBHOOK_BIN");
+    let mut child = Command::new(binary)
+        .args(&args)
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("GCE_METADATA_HOST", "127.0.0.1:9")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    eprintln!("{what}: {args:?}: {:?} {}", status.map(|s| s.code()), stderr.trim());
+    assert_ne!(
+        status.and_then(|s| s.code()),
+        Some(2),
+        "{what}: the Deployment's args {args:?}: {stderr}"
+    );
+}
+
 #[test]
 fn helm_lint_strict_passes_with_every_values_file() {
     let helm = Helm::new(None);
@@ -329,6 +377,25 @@ fn helm_lint_strict_passes_with_every_values_file() {
             }
         }
         eprintln!("{}", helm.ok(&args));
+        args[0] = "template";
+        args.remove(1);
+        args.insert(1, RELEASE);
+        let rendered = objects(&helm.ok(&args));
+        assert_args_parse(&rendered, &format!("{case:?}"));
+    }
+    // The check catches a flag the binary does not have.
+    let bad = helm.template(&["--set", "extraArgs={--no-such-flag}"]);
+    assert!(
+        std::panic::catch_unwind(|| assert_args_parse(&bad, "extraArgs={--no-such-flag}")).is_err(),
+        "an unknown flag passed the args check"
+    );
+    for (dir, values) in EQUIVALENTS {
+        let mut args = vec![];
+        let path = values.map(|v| Path::new(chart).join(v));
+        if let Some(path) = &path {
+            args.extend(["--values", path.to_str().unwrap()]);
+        }
+        assert_args_parse(&helm.template(&args), dir);
     }
 }
 
