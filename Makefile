@@ -70,3 +70,20 @@ helm:
 
 chart-test:
 	bash tests/cluster/run.sh --test helm
+
+# The webhook's OCI image (docs/webhook.md, "Image"): a static binary with its
+# dependency list embedded (cargo auditable) on `FROM scratch`, built by
+# buildah (vfs storage, chroot isolation) into
+# target/image/pv-topology-webhook.tar (oci-archive), size and layers printed.
+# `make image-test` runs that image: tests/image/run.sh.
+.PHONY: image image-test image-tools
+tools: image-tools
+image-tools:
+	@command -v buildah >/dev/null || { apt-get update -qq && apt-get install -y -qq buildah; }
+	@$(CARGO) auditable --version >/dev/null 2>&1 || $(CARGO) install --locked cargo-auditable
+
+image: image-tools
+	bash scripts/image.sh
+
+image-test: image
+	bash tests/image/run.sh
