@@ -33,7 +33,13 @@ pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    [[ -n $ctr ]] && "${BUILDAH[@]}" rm "$ctr" >/dev/null 2>&1 || true
+    if [[ -n $ctr ]]; then
+        # The image `from` put in the local store goes with the container.
+        local image
+        image=$("${BUILDAH[@]}" inspect --format '{{.FromImageID}}' "$ctr" 2>/dev/null || true)
+        "${BUILDAH[@]}" rm "$ctr" >/dev/null 2>&1 || true
+        [[ -n $image ]] && "${BUILDAH[@]}" rmi "$image" >/dev/null 2>&1 || true
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
