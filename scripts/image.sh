@@ -71,11 +71,6 @@ for k, v in sorted(c.get("Labels", {}).items()):
 PY
 ls -l "$bin" "$ARCHIVE" | awk '{print "  " $5 " bytes  " $9}'
 
-# The SBOM beside the archive: scripts/sbom.sh (CycloneDX) belongs to the
-# release archives; used when it is there.
-if [[ -f scripts/sbom.sh ]]; then
-    bash scripts/sbom.sh pv-topology-webhook "$OUT/pv-topology-webhook.cdx.json"
-    echo "  SBOM: $OUT/pv-topology-webhook.cdx.json"
-else
-    echo "image: no scripts/sbom.sh yet: no SBOM beside the archive" >&2
-fi
+# The SBOM beside the archive (CycloneDX, scripts/sbom.sh of the release archives).
+bash scripts/sbom.sh pv-topology-webhook "$OUT/pv-topology-webhook.cdx.json"
+echo "  SBOM: $OUT/pv-topology-webhook.cdx.json"

@@ -29,8 +29,25 @@ DATA=tests/data/webhook
 
 work=$(mktemp -d)
 ctr=
+runner=
 pids=()
+# The webhook's own process (the one kubelet's runtime would signal): the
+# descendant of this buildah run whose program is the webhook.
+webhook_pid() {
+    local queue=("$runner") pid child
+    while ((${#queue[@]})); do
+        pid=${queue[0]}; queue=("${queue[@]:1}")
+        for child in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do
+            [[ $(cat /proc/"$child"/comm 2>/dev/null) == pv-topology-web* ]] && { echo "$child"; return 0; }
+            queue+=("$child")
+        done
+    done
+    return 1
+}
 cleanup() {
+    # buildah run does not pass its own SIGTERM on: end the webhook itself.
+    local pid
+    if [[ -n $runner ]] && pid=$(webhook_pid); then kill -TERM "$pid" 2>/dev/null || true; fi
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     if [[ -n $ctr ]]; then
@@ -45,6 +62,45 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "image test: FAIL: $*" >&2; exit 1; }
 ok() { echo "image test: ok: $*"; }
+
+# The image's metadata, read from the archive itself: user, labels, files,
+# the binary: static (no PT_INTERP) with cargo auditable's dependency list;
+# the CycloneDX SBOM beside the archive.
+python3 - "$ARCHIVE" <<'PY' || fail "image metadata"
+import io, json, struct, sys, tarfile, zlib
+with tarfile.open(sys.argv[1]) as tar:
+    blob = lambda d: tar.extractfile("blobs/" + d.replace(":", "/")).read()
+    manifest = json.loads(blob(json.loads(tar.extractfile("index.json").read())["manifests"][0]["digest"]))
+    config = json.loads(blob(manifest["config"]["digest"]))["config"]
+    files = {}
+    for layer in manifest["layers"]:
+        with tarfile.open(fileobj=io.BytesIO(blob(layer["digest"]))) as content:
+            files.update({m.name: content.extractfile(m).read() for m in content if m.isfile()})
+assert config["User"] == "65532:65532", config["User"]
+labels = config["Labels"]
+for key in ("source", "version", "licenses"):
+    assert labels.get("org.opencontainers.image." + key), f"label {key} missing: {labels}"
+assert labels["org.opencontainers.image.licenses"] == "Apache-2.0", labels
+assert sorted(files) == ["etc/ssl/certs/ca-certificates.crt", "pv-topology-webhook"], sorted(files)
+assert b"BEGIN CERTIFICATE" in files["etc/ssl/certs/ca-certificates.crt"]
+elf = files["pv-topology-webhook"]
+phoff, shoff = struct.unpack_from("<QQ", elf, 0x20)
+phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from("<HHHHH", elf, 0x36)
+types = [struct.unpack_from("<I", elf, phoff + i * phentsize)[0] for i in range(phnum)]
+assert 3 not in types, "PT_INTERP: the binary is not static"
+sections = [struct.unpack_from("<IIQQQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+names = sections[shstrndx]
+name = lambda s: elf[names[4] + s[0]:elf.index(b"\0", names[4] + s[0])].decode()
+dep = next(s for s in sections if name(s) == ".dep-v0")
+packages = json.loads(zlib.decompress(elf[dep[4]:dep[4] + dep[5]]))["packages"]
+assert any(p["name"] == "pv-topology-webhook" for p in packages)
+shown = {k.rsplit(".", 1)[1]: v for k, v in labels.items() if k.startswith("org.opencontainers.image.")}
+sbom = json.load(open(sys.argv[1].removesuffix(".tar") + ".cdx.json"))
+assert sbom["bomFormat"] == "CycloneDX" and sbom["metadata"]["component"]["name"] == "pv-topology-webhook", sbom["metadata"]
+print(f"image test: ok: user 65532:65532, source={shown['source']} version={shown['version']} "
+      f"licenses={shown['licenses']}; two files; static binary; {len(packages)} packages in its "
+      f"cargo auditable list; SBOM beside the archive ({len(sbom['components'])} components)")
+PY
 
 ctr=$("${BUILDAH[@]}" from --quiet --add-host "$EC2_NAME:127.0.0.1" "oci-archive:$ARCHIVE")
 inside() { "${BUILDAH[@]}" run --isolation chroot "$@"; }
@@ -86,6 +142,9 @@ srv = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 srv.serve_forever()
 PY
+for port in "$PORT" "$METRICS_PORT" "$EC2_PORT"; do
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || fail "127.0.0.1:$port is already in use (PORT=… to move)"
+done
 python3 "$work/ec2.py" "$EC2_PORT" "$work/ec2" 2>"$work/ec2-requests.log" &
 pids+=($!)
 
@@ -101,20 +160,6 @@ inside -v "$work/certs:/certs:ro" -v "$work/ec2/ca.crt:/trust/ca.crt:ro" \
     --shutdown-delay 0s --log-level info "${lookup[@]}" 2>"$work/serve.log" &
 runner=$!
 pids+=("$runner")
-
-# The webhook's own process (the one kubelet's runtime would signal): the
-# descendant of this buildah run whose program is the webhook.
-webhook_pid() {
-    local queue=("$runner") pid child
-    while ((${#queue[@]})); do
-        pid=${queue[0]}; queue=("${queue[@]:1}")
-        for child in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do
-            [[ $(cat /proc/"$child"/comm 2>/dev/null) == pv-topology-web* ]] && { echo "$child"; return 0; }
-            queue+=("$child")
-        done
-    done
-    return 1
-}
 
 for _ in $(seq 300); do
     curl -fsS -o /dev/null "http://127.0.0.1:$METRICS_PORT/readyz" 2>/dev/null && break
