@@ -87,3 +87,24 @@ image: image-tools
 
 image-test: image
 	bash tests/image/run.sh
+
+# Release archives (issue 13): target/dist/<program>-<version>-x86_64-linux.tar.gz
+# for the three programs (node programs built `small`, the webhook `release`),
+# a CycloneDX SBOM beside each (scripts/sbom.sh) and SHA256SUMS; see
+# scripts/dist.sh and README.md, "Installing on a node image".
+# `make dist-test` builds them and checks them: tests/dist/check.sh.
+# `make tools` installs cargo-cyclonedx (about 156 s of CPU to build).
+CYCLONEDX_VERSION := 0.5.9
+.PHONY: dist dist-test dist-tools
+tools: dist-tools
+dist-tools:
+	@$(CARGO) cyclonedx --version >/dev/null 2>&1 || $(CARGO) install --locked cargo-cyclonedx --version $(CYCLONEDX_VERSION)
+
+# The last commit's time, read once: the archives' mtime, also for the check
+# when a commit lands while they build.
+DIST_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null)
+dist:
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$(DIST_EPOCH)} bash scripts/dist.sh
+
+dist-test: dist
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$(DIST_EPOCH)} bash tests/dist/check.sh
