@@ -6,7 +6,8 @@
 # - each SBOM is CycloneDX 1.5 JSON naming the binary's package and a known
 #   dependency, every component with a purl;
 # - each archived binary, extracted, runs `--version` and prints its version;
-# - every archive path the README's node-image section names is in its archive;
+# - every archive path the README's node-image section names is in its archive,
+#   and its install script installs the files (under a temporary root);
 # - packing the same binaries again gives byte-identical archives and SBOMs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -137,6 +138,27 @@ for program in cloud-credential-provider node-ip-helper; do
   done
   [ "$n" -gt 2 ] || fail "README.md's node-image section names only $n files of the $program archive"
 done
+passed=$((passed + 1))
+
+# The README's install script, run on the archives with every absolute path
+# under a temporary root (and without systemctl), installs the files where
+# the units and the examples expect them.
+root="$tmp/root"
+mkdir -p "$root" "$tmp/work"
+awk '/^# install-node-programs.sh/{f=1} f&&/^```/{exit} f' README.md |
+  sed -e "s# /usr/# $root/usr/#g; s# /etc/# $root/etc/#g; s#^/usr/#$root/usr/#; s#^systemctl .*#:#" > "$tmp/install.sh"
+grep -q 'install -D' "$tmp/install.sh" || fail "README.md: no install-node-programs.sh script"
+cp "$DIST"/*.tar.gz "$DIST/SHA256SUMS" "$tmp/work/"
+(cd "$tmp/work" && VERSION=$version sh -eu "$tmp/install.sh" > "$tmp/install.log" 2>&1) ||
+  fail "README.md's install script failed: $(cat "$tmp/install.log")"
+for f in usr/local/lib/kubelet/credential-providers/cloud-credential-provider usr/local/bin/node-ip-helper \
+    etc/kubernetes/credential-providers.yaml etc/systemd/system/node-ip-helper.service \
+    etc/systemd/system/kubelet.service.d/20-node-ip-helper.conf etc/default/node-ip-helper; do
+  [ -f "$root/$f" ] || fail "README.md's install script did not install /$f"
+done
+grep -q '^ExecStart=/usr/local/bin/node-ip-helper ' "$root/etc/systemd/system/node-ip-helper.service" ||
+  fail "node-ip-helper.service does not run /usr/local/bin/node-ip-helper"
+"$root/usr/local/lib/kubelet/credential-providers/cloud-credential-provider" --version > /dev/null
 passed=$((passed + 1))
 
 # Reproducible: packing the same binaries again gives the same bytes.
