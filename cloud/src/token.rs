@@ -1,12 +1,13 @@
 //! Bearer tokens for every cloud: what a token source hands out
-//! ([`AccessToken`]), and the one cache that keeps a token until a margin
-//! before it expires and makes one fetch however many callers ask at once
-//! ([`TokenCache`]).
+//! ([`AccessToken`]), where tokens come from ([`TokenSource`]), the one
+//! cache that keeps a token until a margin before it expires and makes one
+//! fetch however many callers ask at once ([`TokenCache`]), and a source
+//! with that cache in front of another ([`CachedTokenSource`]).
 //!
-//! Each cloud has its own source trait (its own error type: Google's
-//! [`crate::gcp::TokenSource`], Azure's [`crate::azure::TokenSource`]) and a
-//! `CachedTokenSource` in front of any source of it; both keep their token
-//! here, so the freshness rule and the single-flight are the same for both.
+//! Sources are generic over their error type: each cloud names its own
+//! (`TokenSource<GcpError>` in [`crate::gcp`], `TokenSource<AzureError>` in
+//! [`crate::azure`]), so the freshness rule and the single-flight are the
+//! same for both.
 //!
 //! A long-running program (the webhook) asks for a token on every API call;
 //! the metadata services limit how often they may be asked, and a token
@@ -16,6 +17,8 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use secrecy::SecretString;
@@ -156,6 +159,92 @@ impl fmt::Debug for TokenCache {
     }
 }
 
+/// The future a [`TokenSource`] returns; boxed so sources can be held as
+/// trait objects (`Arc<dyn TokenSource<E>>`).
+pub type TokenFuture<'a, E> = Pin<Box<dyn Future<Output = Result<AccessToken, E>> + Send + 'a>>;
+
+/// Where a client's bearer tokens come from, failing with `E` (the cloud's
+/// error): a metadata server or credential, a [`CachedTokenSource`] in
+/// front of one, or a token already obtained (an [`AccessToken`] is a
+/// source of itself, e.g. the result of a workload-identity exchange).
+pub trait TokenSource<E>: Send + Sync {
+    fn token(&self) -> TokenFuture<'_, E>;
+}
+
+impl<E: Send + 'static> TokenSource<E> for AccessToken {
+    fn token(&self) -> TokenFuture<'_, E> {
+        let token = self.clone();
+        Box::pin(async move { Ok(token) })
+    }
+}
+
+impl<E, S: TokenSource<E> + ?Sized> TokenSource<E> for Arc<S> {
+    fn token(&self) -> TokenFuture<'_, E> {
+        (**self).token()
+    }
+}
+
+impl<E, S: TokenSource<E> + ?Sized> TokenSource<E> for Box<S> {
+    fn token(&self) -> TokenFuture<'_, E> {
+        (**self).token()
+    }
+}
+
+/// Tokens from `source`, kept until [`AccessToken::fresh`] says otherwise,
+/// in a [`TokenCache`]: callers arriving during a fetch wait for it and
+/// share its token (single-flight). A failed fetch is not kept; the next
+/// caller tries again.
+pub struct CachedTokenSource<S> {
+    source: S,
+    cache: TokenCache,
+}
+
+impl<S> CachedTokenSource<S> {
+    pub fn new(source: S) -> Self {
+        Self {
+            source,
+            cache: TokenCache::new(),
+        }
+    }
+
+    /// Refresh `margin` before expiry instead of [`DEFAULT_REFRESH_MARGIN`].
+    pub fn with_margin(mut self, margin: Duration) -> Self {
+        self.cache = self.cache.with_margin(margin);
+        self
+    }
+
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// A token fresh for more than the margin: the cached one, or a new one.
+    pub async fn get<E>(&self) -> Result<AccessToken, E>
+    where
+        S: TokenSource<E>,
+    {
+        self.cache.get_or_fetch(|| self.source.token()).await
+    }
+
+    /// Forgets the cached token (after the cloud refused it, say).
+    pub async fn invalidate(&self) {
+        self.cache.invalidate().await;
+    }
+}
+
+impl<E: Send + 'static, S: TokenSource<E>> TokenSource<E> for CachedTokenSource<S> {
+    fn token(&self) -> TokenFuture<'_, E> {
+        Box::pin(self.get())
+    }
+}
+
+impl<S> fmt::Debug for CachedTokenSource<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedTokenSource")
+            .field("margin", &self.cache.margin())
+            .finish_non_exhaustive()
+    }
+}
+
 /// OAuth's `expires_in`: seconds, as a number (or a string of one, which
 /// some servers send: Azure's IMDS always does).
 pub(crate) fn expires_in(value: &serde_json::Value) -> Option<Duration> {
@@ -171,7 +260,6 @@ pub(crate) fn expires_in(value: &serde_json::Value) -> Option<Duration> {
 mod tests {
     use super::*;
     use secrecy::ExposeSecret;
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
@@ -222,6 +310,44 @@ mod tests {
         assert_eq!(failed.unwrap_err(), "refused");
         let token = cache.get_or_fetch(|| fetch(calls.clone())).await.unwrap();
         assert_eq!(token.secret().expose_secret(), "token-2");
+    }
+
+    struct Counting {
+        calls: AtomicUsize,
+        lifetime: Duration,
+    }
+
+    impl TokenSource<String> for Counting {
+        fn token(&self) -> TokenFuture<'_, String> {
+            Box::pin(async move {
+                let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(AccessToken::new(
+                    SecretString::from(format!("token-{n}")),
+                    self.lifetime,
+                ))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn cached_source_callers_share_one_fetch() {
+        let cache = Arc::new(CachedTokenSource::new(Counting {
+            calls: AtomicUsize::new(0),
+            lifetime: Duration::from_secs(3600),
+        }));
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move { cache.get().await.unwrap() })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.await.unwrap().secret().expose_secret(), "token-1");
+        }
+        assert_eq!(cache.source().calls.load(Ordering::SeqCst), 1);
+        cache.invalidate().await;
+        assert_eq!(cache.get().await.unwrap().secret().expose_secret(), "token-2");
     }
 
     #[test]

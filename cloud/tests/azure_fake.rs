@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use cloud_access::SecureEndpoint;
 use cloud_access::azure::{
-    AzureCloud, CachedTokenSource, ClientSecretCredential, CloudEndpoints, ManagedIdentityCredential, TokenSource,
-    UserAssignedIdentity,
+    AzureCloud, AzureError, CachedTokenSource, ClientSecretCredential, CloudEndpoints, ManagedIdentityCredential,
+    TokenSource, UserAssignedIdentity,
 };
 use secrecy::SecretString;
 pub use test_fakes::AzureFake as Fake;
@@ -50,7 +50,7 @@ pub trait FakeExt {
     /// The service principal's tokens for `resource`.
     fn client_secret(&self, secret: &str, resource: &str) -> ClientSecretCredential;
     /// ARM tokens of the kubelet identity, cached.
-    fn arm_tokens(&self) -> Arc<dyn TokenSource>;
+    fn arm_tokens(&self) -> Arc<dyn TokenSource<AzureError>>;
 }
 
 impl FakeExt for Fake {
@@ -87,7 +87,7 @@ impl FakeExt for Fake {
         .unwrap()
     }
 
-    fn arm_tokens(&self) -> Arc<dyn TokenSource> {
+    fn arm_tokens(&self) -> Arc<dyn TokenSource<AzureError>> {
         let kubelet = UserAssignedIdentity::ClientId(KUBELET_CLIENT.into());
         Arc::new(CachedTokenSource::new(
             self.managed_identity(Some(&kubelet), ARM_AUDIENCE),

@@ -143,7 +143,7 @@ async fn tokens_are_kept_then_refreshed_before_they_expire() {
 async fn concurrent_callers_share_one_fetch() {
     for source in ["imds", "entra"] {
         let fake = Fake::with(|s| s[source]["delay_seconds"] = json!(0.3));
-        let tokens: Arc<CachedTokenSource<Box<dyn cloud_access::azure::TokenSource>>> = match source {
+        let tokens: Arc<CachedTokenSource<Box<dyn cloud_access::azure::TokenSource<AzureError>>>> = match source {
             "imds" => Arc::new(CachedTokenSource::new(Box::new(
                 fake.managed_identity(None, ARM_AUDIENCE),
             ))),

@@ -20,7 +20,7 @@ fn compute(fake: &Fake) -> ComputeClient {
     compute_with(fake, Arc::new(CachedTokenSource::new(fake.metadata())))
 }
 
-fn compute_with(fake: &Fake, tokens: Arc<dyn TokenSource>) -> ComputeClient {
+fn compute_with(fake: &Fake, tokens: Arc<dyn TokenSource<GcpError>>) -> ComputeClient {
     ComputeClient::new(fake::http(), &fake.endpoint("compute/v1"), tokens)
 }
 

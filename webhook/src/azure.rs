@@ -86,7 +86,7 @@ pub enum AzureSetupError {
 }
 
 /// The token cache in front of the config's credential.
-type Tokens = Arc<CachedTokenSource<Arc<dyn TokenSource>>>;
+type Tokens = Arc<CachedTokenSource<Arc<dyn TokenSource<AzureError>>>>;
 
 /// `Disks.Get` calls, and the token cache they use (forgotten after ARM refuses a
 /// token; none when the client was given).

@@ -274,7 +274,7 @@ impl AcrClient {
         &self,
         registry: &str,
         tenant: &str,
-        tokens: &dyn TokenSource,
+        tokens: &dyn TokenSource<AzureError>,
         deadline: Instant,
     ) -> Result<AcrRefreshToken, AzureError> {
         let challenge = self.challenge(registry, deadline).await?;

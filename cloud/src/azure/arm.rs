@@ -131,7 +131,7 @@ impl ManagedDiskUri {
 pub struct DisksClient {
     http: reqwest::Client,
     base: Url,
-    tokens: Arc<dyn TokenSource>,
+    tokens: Arc<dyn TokenSource<AzureError>>,
 }
 
 impl fmt::Debug for DisksClient {
@@ -147,7 +147,7 @@ impl DisksClient {
     /// [`super::CloudEndpoints::resource_manager`] (or a fake's); `tokens`
     /// usually a [`super::CachedTokenSource`] in front of a credential for
     /// the cloud's `resource_manager_audience`.
-    pub fn new(http: reqwest::Client, endpoint: &SecureEndpoint, tokens: Arc<dyn TokenSource>) -> Self {
+    pub fn new(http: reqwest::Client, endpoint: &SecureEndpoint, tokens: Arc<dyn TokenSource<AzureError>>) -> Self {
         Self {
             http,
             base: super::base_url(endpoint),

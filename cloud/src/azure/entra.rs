@@ -125,7 +125,7 @@ impl ClientSecretCredential {
     }
 }
 
-impl TokenSource for ClientSecretCredential {
+impl TokenSource<AzureError> for ClientSecretCredential {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(self.fetch())
     }
@@ -207,7 +207,7 @@ impl ClientAssertionCredential {
     }
 }
 
-impl TokenSource for ClientAssertionCredential {
+impl TokenSource<AzureError> for ClientAssertionCredential {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(self.fetch())
     }

@@ -121,7 +121,7 @@ impl ManagedIdentityCredential {
     }
 }
 
-impl TokenSource for ManagedIdentityCredential {
+impl TokenSource<AzureError> for ManagedIdentityCredential {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(self.fetch())
     }
@@ -147,7 +147,7 @@ pub fn credential_from_config(
     cloud: &CloudEndpoints,
     imds: &Url,
     resource: &str,
-) -> Result<Arc<dyn TokenSource>, AzureError> {
+) -> Result<Arc<dyn TokenSource<AzureError>>, AzureError> {
     let authority = &cloud.authority_host;
     Ok(match config.auth_method() {
         AuthMethod::WorkloadIdentity { token_file } => Arc::new(ClientAssertionCredential::new(

@@ -1,102 +1,19 @@
 //! Entra ID access tokens: where a client's tokens come from, a cache in
-//! front of any source (the crate's one [`TokenCache`]: refreshed before
+//! front of any source (the crate's one [`crate::token::TokenCache`]: refreshed before
 //! expiry, one fetch however many callers ask at once), and the token
 //! answers of IMDS and Entra ID read as MSAL reads them.
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use secrecy::SecretString;
 use serde_json::Value;
 
 use super::error::AzureError;
-use crate::token::TokenCache;
-pub use crate::token::{AccessToken, DEFAULT_REFRESH_MARGIN};
+pub use crate::token::{AccessToken, CachedTokenSource, DEFAULT_REFRESH_MARGIN, TokenSource};
 
-/// The future a [`TokenSource`] returns; boxed so sources can be held as
-/// trait objects (`Arc<dyn TokenSource>`).
-pub type TokenFuture<'a> = Pin<Box<dyn Future<Output = Result<AccessToken, AzureError>> + Send + 'a>>;
-
-/// Where a client's bearer tokens come from: a credential of
-/// [`super::identity`] (each bound to one resource), a [`CachedTokenSource`]
-/// in front of one, or a token already obtained (an [`AccessToken`] is a
-/// source of itself).
-pub trait TokenSource: Send + Sync {
-    fn token(&self) -> TokenFuture<'_>;
-}
-
-impl TokenSource for AccessToken {
-    fn token(&self) -> TokenFuture<'_> {
-        let token = self.clone();
-        Box::pin(async move { Ok(token) })
-    }
-}
-
-impl<S: TokenSource + ?Sized> TokenSource for Arc<S> {
-    fn token(&self) -> TokenFuture<'_> {
-        (**self).token()
-    }
-}
-
-impl<S: TokenSource + ?Sized> TokenSource for Box<S> {
-    fn token(&self) -> TokenFuture<'_> {
-        (**self).token()
-    }
-}
-
-/// Tokens from `source`, kept in a [`TokenCache`] until a margin before
-/// they expire; callers arriving during a fetch share it. A failed fetch is
-/// not kept: the next caller tries again.
-pub struct CachedTokenSource<S> {
-    source: S,
-    cache: TokenCache,
-}
-
-impl<S: TokenSource> CachedTokenSource<S> {
-    pub fn new(source: S) -> Self {
-        Self {
-            source,
-            cache: TokenCache::new(),
-        }
-    }
-
-    /// Refresh `margin` before expiry instead of [`DEFAULT_REFRESH_MARGIN`].
-    pub fn with_margin(mut self, margin: Duration) -> Self {
-        self.cache = self.cache.with_margin(margin);
-        self
-    }
-
-    pub fn source(&self) -> &S {
-        &self.source
-    }
-
-    /// A token fresh for more than the margin: the cached one, or a new one.
-    pub async fn get(&self) -> Result<AccessToken, AzureError> {
-        self.cache.get_or_fetch(|| self.source.token()).await
-    }
-
-    /// Forgets the cached token (after Azure refused it, say).
-    pub async fn invalidate(&self) {
-        self.cache.invalidate().await;
-    }
-}
-
-impl<S: TokenSource> TokenSource for CachedTokenSource<S> {
-    fn token(&self) -> TokenFuture<'_> {
-        Box::pin(self.get())
-    }
-}
-
-impl<S> fmt::Debug for CachedTokenSource<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CachedTokenSource")
-            .field("margin", &self.cache.margin())
-            .finish_non_exhaustive()
-    }
-}
+/// The future an Azure [`TokenSource`] returns; boxed so sources can be
+/// held as trait objects (`Arc<dyn TokenSource<AzureError>>`).
+pub type TokenFuture<'a> = crate::token::TokenFuture<'a, AzureError>;
 
 /// A token answer (`{"access_token": …, "expires_in": …, "expires_on": …,
 /// "token_type": "Bearer"}`) read as MSAL reads it: `expires_on` first
@@ -155,7 +72,7 @@ mod tests {
     use super::*;
     use secrecy::ExposeSecret;
     use serde_json::json;
-    use std::time::UNIX_EPOCH;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn expires_on_first_as_string_or_number_then_expires_in() {

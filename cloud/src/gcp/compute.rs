@@ -60,7 +60,7 @@ pub fn region_of_zone(zone: &str) -> Option<&str> {
 pub struct ComputeClient {
     http: reqwest::Client,
     base: Url,
-    tokens: Arc<dyn TokenSource>,
+    tokens: Arc<dyn TokenSource<GcpError>>,
 }
 
 impl fmt::Debug for ComputeClient {
@@ -76,7 +76,7 @@ impl ComputeClient {
     /// [`COMPUTE_ENDPOINT`] or the one the program was given (see
     /// [`super::endpoint`]); `tokens` usually a
     /// [`super::CachedTokenSource`] in front of the metadata server.
-    pub fn new(http: reqwest::Client, endpoint: &SecureEndpoint, tokens: Arc<dyn TokenSource>) -> Self {
+    pub fn new(http: reqwest::Client, endpoint: &SecureEndpoint, tokens: Arc<dyn TokenSource<GcpError>>) -> Self {
         Self {
             http,
             base: super::base_url(endpoint),

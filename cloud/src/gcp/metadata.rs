@@ -183,7 +183,7 @@ impl GceMetadata {
     }
 }
 
-impl TokenSource for GceMetadata {
+impl TokenSource<GcpError> for GceMetadata {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(self.default_token())
     }

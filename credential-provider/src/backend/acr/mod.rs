@@ -329,7 +329,7 @@ impl AcrBackend {
         config: &AzureConfig,
         endpoints: &CloudEndpoints,
         http: &reqwest::Client,
-    ) -> Result<Arc<dyn TokenSource>, AcrError> {
+    ) -> Result<Arc<dyn TokenSource<AzureError>>, AcrError> {
         let audience = endpoints.acr_audience.as_str();
         let authority = &endpoints.authority_host;
         let timeout = self.settings.timeout;
