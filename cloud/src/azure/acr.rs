@@ -24,7 +24,7 @@ use base64::Engine;
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-use super::call;
+use super::Call;
 use super::error::AzureError;
 use super::token::{AccessToken, TokenSource};
 use crate::endpoint::SecureEndpoint;
@@ -174,8 +174,8 @@ impl AcrClient {
         let registry = check_registry(registry)?;
         let endpoint = SecureEndpoint::parse("registry", &format!("{}://{registry}/v2/", self.scheme))?;
         let url = endpoint.url().clone();
-        let answer = call::exchange(SERVICE, &url, self.http.get(url.clone()), deadline).await?;
-        let garbage = |problem: String| call::garbage(SERVICE, &url, problem);
+        let answer = Call::exchange(SERVICE, &url, self.http.get(url.clone()), deadline).await?;
+        let garbage = |problem: String| Call::garbage(SERVICE, &url, problem);
         if answer.status != 401 {
             return Err(garbage(format!(
                 "HTTP {} to a request without credentials, where an Azure container registry answers 401 with a Bearer challenge",
@@ -256,12 +256,12 @@ impl AcrClient {
             ("access_token", access_token),
         ];
         let request = self.http.post(url.clone()).form(&form);
-        let body = call::send(SERVICE, &url, request, deadline, &[access_token]).await?;
-        let json = call::json(SERVICE, &url, &body)?;
+        let body = Call::send(SERVICE, &url, request, deadline, &[access_token]).await?;
+        let json = Call::json(SERVICE, &url, &body)?;
         let refresh = json["refresh_token"]
             .as_str()
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| call::garbage(SERVICE, &url, "the answer has no refresh_token"))?;
+            .ok_or_else(|| Call::garbage(SERVICE, &url, "the answer has no refresh_token"))?;
         Ok(AcrRefreshToken {
             expires_at: jwt_expiry(refresh),
             secret: SecretString::from(refresh.to_owned()),

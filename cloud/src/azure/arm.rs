@@ -11,11 +11,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use secrecy::ExposeSecret;
 use serde_json::Value;
 use url::Url;
 
-use super::call;
+use super::Call;
 use super::error::AzureError;
 use super::token::TokenSource;
 use crate::endpoint::SecureEndpoint;
@@ -170,7 +169,7 @@ impl DisksClient {
     ) -> Result<Disk, AzureError> {
         let mut url = self.base.clone();
         url.path_segments_mut()
-            .map_err(|()| call::garbage(SERVICE, &self.base, "the endpoint cannot have a path"))?
+            .map_err(|()| Call::garbage(SERVICE, &self.base, "the endpoint cannot have a path"))?
             .pop_if_empty()
             .extend([
                 "subscriptions",
@@ -183,18 +182,15 @@ impl DisksClient {
                 super::check_segment("disk", name)?,
             ]);
         url.set_query(Some(&format!("api-version={DISKS_API_VERSION}")));
-        let started = Instant::now();
-        let token = tokio::time::timeout_at(deadline.into(), self.tokens.token())
-            .await
-            .map_err(|_| AzureError::Deadline {
-                service: "the access token source for ARM",
-                url: crate::http::shown_url(&url),
-                after: deadline.saturating_duration_since(started),
-            })??;
-        let secret = token.secret().expose_secret();
-        let request = self.http.get(url.clone()).bearer_auth(secret);
-        let body = call::send(SERVICE, &url, request, deadline, &[secret]).await?;
-        let json = call::json(SERVICE, &url, &body)?;
+        let json = Call::bearer_get(
+            SERVICE,
+            "the access token source for ARM",
+            &self.http,
+            &*self.tokens,
+            &url,
+            deadline,
+        )
+        .await?;
         parse_disk(&url, &json)
     }
 
@@ -206,7 +202,7 @@ impl DisksClient {
 }
 
 fn parse_disk(url: &Url, json: &Value) -> Result<Disk, AzureError> {
-    let garbage = |problem: &str| call::garbage(SERVICE, url, problem);
+    let garbage = |problem: &str| Call::garbage(SERVICE, url, problem);
     let text = |field: &str| json[field].as_str().map(str::trim).filter(|s| !s.is_empty());
     let name = text("name").ok_or_else(|| garbage("the disk has no name"))?.to_owned();
     let location = text("location")

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-use super::call;
+use super::Call;
 use super::environment::{scope_for, token_url};
 use super::error::AzureError;
 use super::token::{AccessToken, TokenFuture, TokenSource, parse_token_answer};
@@ -70,9 +70,9 @@ impl Entra {
         form.extend_from_slice(credential);
         let request = self.http.post(self.url.clone()).form(&form);
         let deadline = Instant::now() + self.timeout;
-        let body = call::send(ENTRA, &self.url, request, deadline, &[secret]).await?;
-        let json = call::json(ENTRA, &self.url, &body)?;
-        parse_token_answer(&json).map_err(|problem| call::garbage(ENTRA, &self.url, problem))
+        let body = Call::send(ENTRA, &self.url, request, deadline, &[secret]).await?;
+        let json = Call::json(ENTRA, &self.url, &body)?;
+        parse_token_answer(&json).map_err(|problem| Call::garbage(ENTRA, &self.url, problem))
     }
 }
 

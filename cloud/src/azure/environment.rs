@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::call;
+use super::Call;
 use super::error::AzureError;
 use crate::endpoint::{EndpointError, SecureEndpoint};
 
@@ -145,10 +145,10 @@ impl CloudEndpoints {
         let root = super::base_url(resource_manager);
         let url = root
             .join(METADATA_ENDPOINTS_PATH)
-            .map_err(|e| call::garbage(SERVICE, &root, e.to_string()))?;
-        let body = call::send(SERVICE, &url, http.get(url.clone()), deadline, &[]).await?;
-        let json = call::json(SERVICE, &url, &body)?;
-        let garbage = |problem: String| call::garbage(SERVICE, &url, problem);
+            .map_err(|e| Call::garbage(SERVICE, &root, e.to_string()))?;
+        let body = Call::send(SERVICE, &url, http.get(url.clone()), deadline, &[]).await?;
+        let json = Call::json(SERVICE, &url, &body)?;
+        let garbage = |problem: String| Call::garbage(SERVICE, &url, problem);
         let entries = json
             .as_array()
             .ok_or_else(|| garbage("the answer is not a list of environments".into()))?;
@@ -199,7 +199,7 @@ pub fn token_url(authority: &SecureEndpoint, tenant: &str) -> Result<url::Url, A
     let tenant = super::check_segment("tenant ID", tenant.trim())?;
     let base = super::base_url(authority);
     base.join(&format!("{tenant}/oauth2/v2.0/token"))
-        .map_err(|e| call::garbage("Entra ID", &base, e.to_string()))
+        .map_err(|e| Call::garbage("Entra ID", &base, e.to_string()))
 }
 
 /// The OAuth scope for `resource`: without its trailing `/`, then

@@ -89,6 +89,8 @@ pub enum AzureError {
     NoCredentials,
 }
 
+crate::api::cloud_error!(AzureError, ErrorDetail);
+
 impl AzureError {
     /// True for Azure's 404: the resource does not exist.
     pub fn is_not_found(&self) -> bool {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use url::Url;
 
-use super::call;
+use super::Call;
 use super::config::{AuthMethod, AzureConfig, UserAssignedIdentity};
 pub use super::entra::{Assertion, ClientAssertionCredential, ClientSecretCredential, DEFAULT_TOKEN_TIMEOUT};
 use super::environment::{CloudEndpoints, resource_of};
@@ -75,7 +75,7 @@ impl ManagedIdentityCredential {
         }
         let mut url = imds
             .join("metadata/identity/oauth2/token")
-            .map_err(|e| call::garbage(IMDS, imds, e.to_string()))?;
+            .map_err(|e| Call::garbage(IMDS, imds, e.to_string()))?;
         {
             let mut query = url.query_pairs_mut();
             query.clear();
@@ -104,7 +104,7 @@ impl ManagedIdentityCredential {
             tries += 1;
             let request = self.http.get(self.url.clone()).header("Metadata", "true");
             let deadline = Instant::now() + self.timeout;
-            let answer = call::exchange(IMDS, &self.url, request, deadline).await;
+            let answer = Call::exchange(IMDS, &self.url, request, deadline).await;
             let retry = match &answer {
                 Ok(answer) => IMDS_RETRY.contains(&answer.status),
                 Err(AzureError::Transport { .. } | AzureError::Deadline { .. }) => true,
@@ -114,9 +114,9 @@ impl ManagedIdentityCredential {
                 tokio::time::sleep(IMDS_PAUSE).await;
                 continue;
             }
-            let body = call::check(IMDS, &self.url, answer?, &[])?;
-            let json = call::json(IMDS, &self.url, &body)?;
-            return parse_token_answer(&json).map_err(|problem| call::garbage(IMDS, &self.url, problem));
+            let body = Call::check(IMDS, &self.url, answer?, &[])?;
+            let json = Call::json(IMDS, &self.url, &body)?;
+            return parse_token_answer(&json).map_err(|problem| Call::garbage(IMDS, &self.url, problem));
         }
     }
 }

@@ -21,7 +21,7 @@
 
 pub mod acr;
 pub mod arm;
-mod call;
+type Call = crate::api::Calls<AzureError>;
 pub mod config;
 pub mod entra;
 pub mod environment;

@@ -12,11 +12,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use secrecy::ExposeSecret;
 use serde_json::Value;
 use url::Url;
 
-use super::call;
+use super::Call;
 use super::error::GcpError;
 use super::token::TokenSource;
 use crate::endpoint::SecureEndpoint;
@@ -99,7 +98,7 @@ impl ComputeClient {
         let (url, json) = self.get(&path, deadline).await?;
         let disk = parse_disk(&url, &json)?;
         if disk.zone.is_none() {
-            return Err(call::garbage(SERVICE, &url, "the disk has no zone"));
+            return Err(Call::garbage(SERVICE, &url, "the disk has no zone"));
         }
         Ok(disk)
     }
@@ -121,7 +120,7 @@ impl ComputeClient {
         let (url, json) = self.get(&path, deadline).await?;
         let disk = parse_disk(&url, &json)?;
         if !disk.is_regional() {
-            return Err(call::garbage(SERVICE, &url, "the regional disk has no replicaZones"));
+            return Err(Call::garbage(SERVICE, &url, "the regional disk has no replicaZones"));
         }
         Ok(disk)
     }
@@ -137,41 +136,38 @@ impl ComputeClient {
         );
         let (url, json) = self.get(&path, deadline).await?;
         let Some(Value::Array(zones)) = json.get("zones") else {
-            return Err(call::garbage(SERVICE, &url, "the region has no zones list"));
+            return Err(Call::garbage(SERVICE, &url, "the region has no zones list"));
         };
         let zones = zones
             .iter()
             .map(|zone| {
                 let text = zone
                     .as_str()
-                    .ok_or_else(|| call::garbage(SERVICE, &url, "zones holds a value that is not a string"))?;
+                    .ok_or_else(|| Call::garbage(SERVICE, &url, "zones holds a value that is not a string"))?;
                 let name = text.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
                 super::check_name("zone", name)
                     .map(str::to_owned)
-                    .map_err(|e| call::garbage(SERVICE, &url, format!("zones: {e}")))
+                    .map_err(|e| Call::garbage(SERVICE, &url, format!("zones: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         if zones.is_empty() {
-            return Err(call::garbage(SERVICE, &url, "the region has no zones"));
+            return Err(Call::garbage(SERVICE, &url, "the region has no zones"));
         }
         Ok(zones)
     }
 
     /// GET `path` with a bearer token, all before `deadline`.
     async fn get(&self, path: &str, deadline: Instant) -> Result<(Url, Value), GcpError> {
-        let url = call::join(SERVICE, &self.base, path)?;
-        let started = Instant::now();
-        let token = tokio::time::timeout_at(deadline.into(), self.tokens.token())
-            .await
-            .map_err(|_| GcpError::Deadline {
-                service: "the access token source for compute",
-                url: crate::http::shown_url(&url),
-                after: deadline.saturating_duration_since(started),
-            })??;
-        let secret = token.secret().expose_secret();
-        let request = self.http.get(url.clone()).bearer_auth(secret);
-        let body = call::send(SERVICE, &url, request, deadline, &[secret]).await?;
-        let json = call::json(SERVICE, &url, &body)?;
+        let url = Call::join(SERVICE, &self.base, path)?;
+        let json = Call::bearer_get(
+            SERVICE,
+            "the access token source for compute",
+            &self.http,
+            &*self.tokens,
+            &url,
+            deadline,
+        )
+        .await?;
         Ok((url, json))
     }
 }
@@ -179,7 +175,7 @@ impl ComputeClient {
 /// The names in a disk resource: `name`, and the last components of
 /// `zone`, `region` and `replicaZones[]`, each a valid name.
 fn parse_disk(url: &Url, json: &Value) -> Result<Disk, GcpError> {
-    let garbage = |problem: String| call::garbage(SERVICE, url, problem);
+    let garbage = |problem: String| Call::garbage(SERVICE, url, problem);
     let last = |field: &str, value: &Value| -> Result<String, GcpError> {
         let text = value
             .as_str()

@@ -81,6 +81,8 @@ pub enum GcpError {
     MetadataHost { value: String, problem: String },
 }
 
+crate::api::cloud_error!(GcpError, ErrorDetail);
+
 impl GcpError {
     /// True for Google's 404: the resource does not exist.
     pub fn is_not_found(&self) -> bool {

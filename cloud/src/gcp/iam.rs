@@ -12,7 +12,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 use url::Url;
 
-use super::call;
+use super::Call;
 use super::error::GcpError;
 use super::token::AccessToken;
 use crate::endpoint::SecureEndpoint;
@@ -67,16 +67,16 @@ impl IamCredentialsClient {
     ) -> Result<AccessToken, GcpError> {
         let account = super::check_name("service account", service_account)?;
         let path = format!("v1/projects/-/serviceAccounts/{account}:generateAccessToken");
-        let url = call::join(SERVICE, &self.base, &path)?;
+        let url = Call::join(SERVICE, &self.base, &path)?;
         let body = json!({
             "scope": scopes,
             "lifetime": format!("{}s", lifetime.as_secs()),
         });
         let secret = bearer.expose_secret();
         let request = self.http.post(url.clone()).bearer_auth(secret).json(&body);
-        let answer = call::send(SERVICE, &url, request, deadline, &[secret]).await?;
-        let json = call::json(SERVICE, &url, &answer)?;
-        let garbage = |problem: &str| call::garbage(SERVICE, &url, problem);
+        let answer = Call::send(SERVICE, &url, request, deadline, &[secret]).await?;
+        let json = Call::json(SERVICE, &url, &answer)?;
+        let garbage = |problem: &str| Call::garbage(SERVICE, &url, problem);
         let token = json["accessToken"]
             .as_str()
             .filter(|t| !t.is_empty())

@@ -13,7 +13,7 @@
 //! and Google's own error reason and message, cleaned of every secret the
 //! call held.
 
-mod call;
+type Call = crate::api::Calls<GcpError>;
 pub mod compute;
 pub mod error;
 pub mod iam;

@@ -12,7 +12,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 use url::Url;
 
-use super::call;
+use super::Call;
 use super::error::GcpError;
 use super::token::AccessToken;
 use crate::endpoint::SecureEndpoint;
@@ -55,7 +55,7 @@ impl StsClient {
     /// `endpoint` is [`STS_ENDPOINT`] or the one the program was given (never
     /// one from a request or an annotation); calls go to `{endpoint}v1/token`.
     pub fn new(http: reqwest::Client, endpoint: &SecureEndpoint) -> Result<Self, GcpError> {
-        let url = call::join(SERVICE, &super::base_url(endpoint), "v1/token")?;
+        let url = Call::join(SERVICE, &super::base_url(endpoint), "v1/token")?;
         Ok(Self { http, url })
     }
 
@@ -86,9 +86,9 @@ impl StsClient {
             "subject_token_type": JWT_TYPE,
         });
         let request = self.http.post(self.url.clone()).json(&body);
-        let answer = call::send(SERVICE, &self.url, request, deadline, &[subject]).await?;
-        let json = call::json(SERVICE, &self.url, &answer)?;
-        let garbage = |problem: &str| call::garbage(SERVICE, &self.url, problem);
+        let answer = Call::send(SERVICE, &self.url, request, deadline, &[subject]).await?;
+        let json = Call::json(SERVICE, &self.url, &answer)?;
+        let garbage = |problem: &str| Call::garbage(SERVICE, &self.url, problem);
         let token = json["access_token"]
             .as_str()
             .filter(|t| !t.is_empty())
