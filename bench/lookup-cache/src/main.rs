@@ -40,7 +40,8 @@ trait Cache: Send + Sync + 'static {
 impl Cache for LoadingCache<String, Topology, LookupError> {
     const NAME: &'static str = "LoadingCache";
     fn new(capacity: usize) -> Self {
-        LoadingCache::new(NonZeroUsize::new(capacity).unwrap(), TTL)
+        // A capacity of 0 is no cache: the bench asks for at least one place.
+        LoadingCache::new(NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN), TTL)
     }
     async fn get_or_load<F>(&self, key: String, load: F) -> (Result<Topology, LookupError>, bool)
     where
@@ -75,7 +76,7 @@ impl Cache for moka::future::Cache<String, Topology> {
 
 fn topology(key: &str) -> Topology {
     let zone = format!("us-east-1{}", (b'a' + (key.len() % 6) as u8) as char);
-    Topology::new([zone], Some("us-east-1".to_owned())).unwrap()
+    Topology::new([zone], Some("us-east-1".to_owned())).unwrap_or_else(|e| panic!("bench topology {key:?}: {e}"))
 }
 
 async fn load(loads: Arc<AtomicUsize>, key: String) -> Result<Topology, LookupError> {
@@ -112,7 +113,7 @@ async fn run<C: Cache>(cache: Arc<C>, asks_per_task: usize, keys: fn(usize, usiz
         })
         .collect();
     for task in tasks {
-        task.await.unwrap();
+        task.await.unwrap_or_else(|e| panic!("bench task failed: {e}"));
     }
     Run {
         asks: TASKS * asks_per_task,
@@ -136,7 +137,7 @@ async fn rounds<C: Cache>(cache: Arc<C>, rounds: usize) -> Run {
             })
             .collect();
         for task in tasks {
-            let (answer, hit) = task.await.unwrap();
+            let (answer, hit) = task.await.unwrap_or_else(|e| panic!("bench task failed: {e}"));
             assert!(answer.is_ok());
             hits += usize::from(hit);
         }
@@ -193,15 +194,15 @@ async fn workloads<C: Cache>() {
     );
 }
 
-fn main() {
+fn main() -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .enable_all()
-        .build()
-        .unwrap();
+        .build()?;
     println!("{WORKERS} workers, {TASKS} tasks, capacity {CAPACITY}");
     for _ in 0..2 {
         runtime.block_on(workloads::<LoadingCache<String, Topology, LookupError>>());
         runtime.block_on(workloads::<moka::future::Cache<String, Topology>>());
     }
+    Ok(())
 }
