@@ -9,6 +9,7 @@ pub mod aws;
 pub mod azure;
 pub mod endpoint;
 pub mod files;
+pub mod gcfg;
 pub mod gcp;
 pub mod go_duration;
 pub mod http;
