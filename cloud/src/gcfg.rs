@@ -126,7 +126,7 @@ impl Gcfg {
                     "{line:?} is outside any section: put it under a [Section] header"
                 )));
             };
-            let (name, rest) = match line.find(|c: char| c == '=' || c == ';' || c == '#') {
+            let (name, rest) = match line.find(['=', ';', '#']) {
                 Some(at) if line[at..].starts_with('=') => (line[..at].trim(), Some(&line[at + 1..])),
                 Some(at) => (line[..at].trim(), None),
                 None => (line, None),
