@@ -3,7 +3,7 @@
 # versions pinned in tests/cluster/go.mod, into
 # .cache/cluster-bin/<k8s-version>/ : kube-apiserver, etcd, kube-scheduler,
 # kube-controller-manager, the kubelet-side test programs (kubelet-credcheck,
-# kubelet-nodeip), kustomize-render and, from its own module (acr/go.mod),
+# kubelet-nodeip), kustomize-render, vsphere-sim (govmomi's simulator) and, from its own module (acr/go.mod),
 # cloud-provider-azure's acr-credential-provider, and helm (go install at its
 # own version). A binary already
 # there is not rebuilt unless its inputs (Go version, go.mod, go.sum, the
@@ -66,6 +66,9 @@ build kube-controller-manager -- k8s.io/kubernetes/cmd/kube-controller-manager
 build kubelet-credcheck "$here"/cmd/kubelet-credcheck/*.go -- ./cmd/kubelet-credcheck
 build kustomize-render "$here"/cmd/kustomize-render/*.go -- ./cmd/kustomize-render
 build kubelet-nodeip "$here"/cmd/kubelet-nodeip/*.go -- ./cmd/kubelet-nodeip
+# govmomi's vCenter simulator with the tagging API, for the webhook's vSphere
+# lookup tests (harness/tests/vsphere.rs).
+build vsphere-sim "$here"/cmd/vsphere-sim/*.go -- ./cmd/vsphere-sim
 # Upstream's ACR plugin at its released dependencies (acr/go.mod's tool line),
 # for the differential test and bench/acr.sh.
 build_dir="$here/acr" build acr-credential-provider "$here/acr/go.mod" "$here/acr/go.sum" -- sigs.k8s.io/cloud-provider-azure/cmd/acr-credential-provider

@@ -3,6 +3,7 @@ module example.invalid/cloud-node-suite/tests/cluster
 go 1.26.0
 
 require (
+	github.com/vmware/govmomi v0.52.0
 	go.etcd.io/etcd/server/v3 v3.7.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
