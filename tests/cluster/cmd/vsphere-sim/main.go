@@ -15,7 +15,9 @@
 //	    through the SOAP API (HostDatastoreSystem.CreateLocalDatastore on
 //	    each host, one shared directory per datastore, so that vCenter
 //	    sees one datastore mounted on all of them) and the tagging REST API
-//	    (categories, tags, tag-association attach).
+//	    (categories, tags, tag-association attach); First Class Disks by
+//	    VStorageObjectManager.CreateDisk_Task. Prints one JSON line
+//	    {"ok": true, "disks": {"name": "FCD ID"}}.
 package main
 
 import (
@@ -41,6 +43,8 @@ import (
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+	"github.com/vmware/govmomi/vslm"
 )
 
 // scenario is what setup creates.
@@ -50,6 +54,12 @@ type scenario struct {
 		Name  string   `json:"name"`
 		Hosts []string `json:"hosts"`
 	} `json:"datastores"`
+	// First Class Disks (VStorageObjectManager.CreateDisk_Task), each on
+	// the datastore named; setup prints their IDs.
+	Disks []struct {
+		Name      string `json:"name"`
+		Datastore string `json:"datastore"`
+	} `json:"disks"`
 	// Tag categories by name.
 	Categories []string `json:"categories"`
 	// Tags, each attached to the objects named.
@@ -190,6 +200,30 @@ func setup(args []string) error {
 		}
 	}
 
+	disks := map[string]string{}
+	for _, d := range sc.Disks {
+		ds, err := finder.Datastore(ctx, d.Datastore)
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		spec := types.VslmCreateSpec{
+			Name:         d.Name,
+			CapacityInMB: 1,
+			BackingSpec: &types.VslmCreateSpecDiskFileBackingSpec{
+				VslmCreateSpecBackingSpec: types.VslmCreateSpecBackingSpec{Datastore: ds.Reference()},
+			},
+		}
+		task, err := vslm.NewObjectManager(client.Client).CreateDisk(ctx, spec)
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		info, err := task.WaitForResult(ctx)
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		disks[d.Name] = info.Result.(types.VStorageObject).Config.Id.Id
+	}
+
 	rc := rest.NewClient(client.Client)
 	if err := rc.Login(ctx, u.User); err != nil {
 		return fmt.Errorf("tagging session: %w", err)
@@ -218,7 +252,8 @@ func setup(args []string) error {
 			}
 		}
 	}
-	fmt.Println(`{"ok":true}`)
+	line, _ := json.Marshal(map[string]any{"ok": true, "disks": disks})
+	fmt.Println(string(line))
 	return nil
 }
 
