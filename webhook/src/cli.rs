@@ -12,6 +12,9 @@ use suite_program::{LogArgs, LogEnv as _};
 
 use crate::decision::{DecisionConfig, OnLookupError};
 
+mod topology;
+pub use self::topology::*;
+
 /// Mutating admission webhook that gives manually created PersistentVolumes their
 /// topology (zone/region labels and nodeAffinity).
 #[derive(Debug, Parser)]
@@ -62,8 +65,6 @@ pub struct ServeArgs {
 pub const TLS_CERT_FILE: &str = "--tls-cert-file";
 pub const TLS_KEY_FILE: &str = "--tls-key-file";
 pub const CLIENT_CA_FILE: &str = "--client-ca-file";
-/// Where cloud-provider-azure's config is on a node, and so `--azure-config`'s default.
-pub const DEFAULT_AZURE_CONFIG: &str = "/etc/kubernetes/azure.json";
 
 /// The serving certificate and the optional client check.
 #[derive(Debug, Clone, Args)]
@@ -224,117 +225,6 @@ pub struct ReviewArgs {
     pub topology: TopologyArgs,
     #[command(flatten)]
     pub decision: DecisionArgs,
-}
-
-/// Where topology comes from.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Topology sources")]
-pub struct TopologyArgs {
-    /// Rules file (YAML) giving the topology of volumes the built-in parsers do not know;
-    /// repeat for several files, whose rules are tried in order (comma-separated in the
-    /// environment variable).
-    #[arg(
-        long = "rules",
-        value_name = "FILE",
-        env = "PV_TOPOLOGY_WEBHOOK_RULES",
-        value_delimiter = ','
-    )]
-    pub rules: Vec<PathBuf>,
-    /// Deadline of one cloud lookup, e.g. `2s` or `500ms`; keep it below the webhook's
-    /// timeoutSeconds.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_TIMEOUT",
-        default_value = "2s",
-        value_parser = duration::positive
-    )]
-    pub lookup_timeout: Duration,
-    /// Look up EBS volumes (in-tree awsElasticBlockStore IDs without a zone, and
-    /// ebs.csi.aws.com handles) with EC2 DescribeVolumes. Credentials come from the
-    /// standard AWS chain (IRSA, Pod Identity, instance role, environment).
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_AWS_EBS_LOOKUP")]
-    pub aws_ebs_lookup: bool,
-    /// The cluster's AWS region, for --aws-ebs-lookup (default: $AWS_REGION, then
-    /// $AWS_DEFAULT_REGION).
-    #[arg(long, value_name = "REGION", env = "PV_TOPOLOGY_WEBHOOK_AWS_REGION")]
-    pub aws_region: Option<String>,
-    /// Look up GCE persistent disks whose zones the volume does not name (in-tree
-    /// gcePersistentDisk, pd.csi.storage.gke.io handles with an UNSPECIFIED zone, and
-    /// regional disks' replica zones) with Compute Engine disks.get and regionDisks.get.
-    /// The token is the metadata server's (the node's service account, or GKE Workload
-    /// Identity's).
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_GCE_LOOKUP")]
-    pub gce_lookup: bool,
-    /// The project disks are looked up in, for --gce-lookup, unless a CSI handle names its
-    /// own (default: the metadata server's project/project-id).
-    #[arg(long, value_name = "PROJECT", env = "PV_TOPOLOGY_WEBHOOK_GCE_PROJECT")]
-    pub gce_project: Option<String>,
-    /// The region a disk whose zone is unknown is looked for in, as a regional disk and in
-    /// its zones, for --gce-lookup (default: the region of --gce-zones, else of the
-    /// metadata server's instance/zone).
-    #[arg(long, value_name = "REGION", env = "PV_TOPOLOGY_WEBHOOK_GCE_REGION")]
-    pub gce_region: Option<String>,
-    /// The zones a disk whose zone is unknown is looked for in, for --gce-lookup;
-    /// repeatable or comma-separated, all in one region (default: every zone of the
-    /// region, from Compute regions.get).
-    #[arg(
-        long,
-        value_name = "ZONE",
-        env = "PV_TOPOLOGY_WEBHOOK_GCE_ZONES",
-        value_delimiter = ','
-    )]
-    pub gce_zones: Vec<String>,
-    /// Base URL of the Compute Engine API, for --gce-lookup (a private endpoint, tests):
-    /// https, or plain http on loopback only (default:
-    /// https://compute.googleapis.com/compute/v1/).
-    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_GCE_COMPUTE_ENDPOINT")]
-    pub gce_compute_endpoint: Option<String>,
-    /// Look up Azure managed disks (in-tree azureDisk diskURI and disk.csi.azure.com
-    /// handles) with Azure Resource Manager Disks.Get. Credentials come from the cloud
-    /// config (--azure-config): workload identity (with the pod's AZURE_* variables),
-    /// managed identity, or a client secret.
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_AZURE_DISK_LOOKUP")]
-    pub azure_disk_lookup: bool,
-    /// The Azure cloud config (azure.json, JSON or YAML, as cloud-provider-azure reads
-    /// it), for --azure-disk-lookup: the cloud and the credentials. Read at start-up.
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "PV_TOPOLOGY_WEBHOOK_AZURE_CONFIG",
-        default_value = DEFAULT_AZURE_CONFIG
-    )]
-    pub azure_config: PathBuf,
-    /// Azure Resource Manager's base URL, for --azure-disk-lookup, instead of the
-    /// cloud's (a private endpoint, tests): https, or plain http on loopback only.
-    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_AZURE_ARM_ENDPOINT")]
-    pub azure_arm_endpoint: Option<String>,
-    /// Entra ID's authority host, for --azure-disk-lookup with a client secret or
-    /// workload identity, instead of the cloud's: https, or plain http on loopback only.
-    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_AZURE_AUTHORITY_ENDPOINT")]
-    pub azure_authority_endpoint: Option<String>,
-    /// The instance metadata service (IMDS), for --azure-disk-lookup with a managed
-    /// identity, instead of http://169.254.169.254/ (a node-local proxy, tests): https,
-    /// or plain http on loopback only.
-    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_AZURE_IMDS_ENDPOINT")]
-    pub azure_imds_endpoint: Option<String>,
-    /// Most volumes whose looked-up topology is kept (a volume never changes zone).
-    #[arg(
-        long,
-        value_name = "COUNT",
-        env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_CACHE_SIZE",
-        default_value = "10000"
-    )]
-    pub lookup_cache_size: std::num::NonZeroUsize,
-    /// How long a looked-up topology is kept.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        env = "PV_TOPOLOGY_WEBHOOK_LOOKUP_CACHE_TTL",
-        default_value = "12h",
-        value_parser = duration::positive
-    )]
-    pub lookup_cache_ttl: Duration,
 }
 
 /// How to answer.
@@ -518,9 +408,12 @@ mod tests {
         let Command::Review(args) = cli.command else {
             panic!("not parsed as review: {:?}", cli.command);
         };
-        assert!(args.topology.azure_disk_lookup);
-        assert_eq!(args.topology.azure_config, PathBuf::from("/etc/kubernetes/azure.json"));
-        assert_eq!(args.topology.azure_arm_endpoint, None);
+        assert!(args.topology.azure.azure_disk_lookup);
+        assert_eq!(
+            args.topology.azure.azure_config,
+            PathBuf::from("/etc/kubernetes/azure.json")
+        );
+        assert_eq!(args.topology.azure.azure_arm_endpoint, None);
         let cli = Cli::try_parse_from([
             "pv-topology-webhook",
             "review",
@@ -533,10 +426,10 @@ mod tests {
         let Command::Review(args) = cli.command else {
             panic!("not parsed as review: {:?}", cli.command);
         };
-        assert!(!args.topology.azure_disk_lookup);
-        assert_eq!(args.topology.azure_config, PathBuf::from("/etc/azure/cloud.yaml"));
+        assert!(!args.topology.azure.azure_disk_lookup);
+        assert_eq!(args.topology.azure.azure_config, PathBuf::from("/etc/azure/cloud.yaml"));
         assert_eq!(
-            args.topology.azure_imds_endpoint.as_deref(),
+            args.topology.azure.azure_imds_endpoint.as_deref(),
             Some("http://127.0.0.1:9/")
         );
     }

@@ -29,24 +29,22 @@ pub mod resolve;
 pub mod review;
 pub mod rules;
 pub mod server;
+pub mod setup;
 pub mod source;
 pub mod tls;
 pub mod topology;
 
 use std::io::{Read as _, Write as _};
 
-use cloud_access::aws::AwsConfig;
-use cloud_access::aws::endpoints::valid_region;
 use thiserror::Error;
 
 use crate::certs::CertsError;
-use crate::cli::{Cli, Command, DecisionArgs, ServeArgs, TopologyArgs};
-use crate::lookup::CachedLookup;
+use crate::cli::{Cli, Command, ServeArgs};
 use crate::metrics::Metrics;
-use crate::resolve::Resolver;
-use crate::review::{MAX_REVIEW_BYTES, ReviewError, Reviewer};
-use crate::rules::{Rules, RulesError};
+use crate::review::{MAX_REVIEW_BYTES, ReviewError};
+use crate::rules::RulesError;
 use crate::server::{AppState, ServeConfig, ServeError, Server};
+pub use crate::setup::reviewer;
 use crate::tls::TlsFiles;
 
 /// Why a command failed.
@@ -97,113 +95,6 @@ pub enum Error {
     /// A bad `--azure-*-endpoint` (the message names it).
     #[error(transparent)]
     AzureEndpoint(cloud_access::EndpointError),
-}
-
-/// Builds the reviewer the topology and decision flags describe; a bad rules file is
-/// refused here, at start-up.
-pub fn reviewer(
-    topology: &TopologyArgs,
-    decision: &DecisionArgs,
-    metrics: Option<&Metrics>,
-) -> Result<Reviewer, Error> {
-    let rules = Rules::load(&topology.rules)?;
-    let mut resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
-    if topology.aws_ebs_lookup {
-        let aws = AwsConfig::from_env();
-        let region = match topology.aws_region.as_deref().filter(|r| !r.is_empty()) {
-            Some(flag) if valid_region(flag) => flag.to_owned(),
-            Some(flag) => return Err(Error::BadRegion(cloud_access::logging::clean_text(flag, &[], 64))),
-            None => aws.region()?.ok_or(Error::NoRegion)?.to_owned(),
-        };
-        let ebs = ebs::EbsLookup::new(region, topology.lookup_timeout, aws)?.with_region_hint("set --aws-region");
-        let mut cached = CachedLookup::new(ebs, topology.lookup_cache_size, topology.lookup_cache_ttl);
-        if let Some(metrics) = metrics {
-            cached = cached.with_counters(metrics.cache_counters("aws-ebs"));
-        }
-        resolver = resolver.with_lookup(std::sync::Arc::new(cached));
-    }
-    if topology.gce_lookup {
-        let mut cached = CachedLookup::new(
-            gce_lookup(topology)?,
-            topology.lookup_cache_size,
-            topology.lookup_cache_ttl,
-        );
-        if let Some(metrics) = metrics {
-            cached = cached.with_counters(metrics.cache_counters("gce"));
-        }
-        resolver = resolver.with_lookup(std::sync::Arc::new(cached));
-    }
-    if topology.azure_disk_lookup {
-        let mut cached = CachedLookup::new(
-            azure_lookup(topology)?,
-            topology.lookup_cache_size,
-            topology.lookup_cache_ttl,
-        );
-        if let Some(metrics) = metrics {
-            cached = cached.with_counters(metrics.cache_counters(azure::NAME));
-        }
-        resolver = resolver.with_lookup(std::sync::Arc::new(cached));
-    }
-    Ok(Reviewer::new(resolver, decision.config()))
-}
-
-/// The Azure disk lookup the `--azure-*` flags describe: the cloud config read here, at
-/// start-up, with the workload identity variables Azure's webhook puts in the pod
-/// (`AZURE_CLIENT_ID`, `AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`) over it.
-fn azure_lookup(topology: &TopologyArgs) -> Result<azure::AzureDiskLookup, Error> {
-    let config = cloud_access::azure::AzureConfig::read(&topology.azure_config)
-        .map_err(Error::AzureConfig)?
-        .with_workload_identity_env(|name| std::env::var(name).ok());
-    let endpoint = |flag: &str, given: &Option<String>| {
-        given
-            .as_deref()
-            .map(str::trim)
-            .filter(|g| !g.is_empty())
-            .map(|g| cloud_access::SecureEndpoint::parse(flag, g))
-            .transpose()
-            .map_err(Error::AzureEndpoint)
-    };
-    let endpoints = azure::AzureEndpoints {
-        resource_manager: endpoint("--azure-arm-endpoint", &topology.azure_arm_endpoint)?,
-        authority_host: endpoint("--azure-authority-endpoint", &topology.azure_authority_endpoint)?,
-        imds: endpoint("--azure-imds-endpoint", &topology.azure_imds_endpoint)?,
-    };
-    Ok(
-        azure::AzureDiskLookup::new(&config, &endpoints, topology.lookup_timeout)?.with_hints(azure::AzureHints {
-            identity: "the identity of --azure-config",
-        }),
-    )
-}
-
-/// The GCE lookup the `--gce-*` flags describe: the metadata server from
-/// `GCE_METADATA_HOST` (else Google's name), settings checked here, at start-up.
-fn gce_lookup(topology: &TopologyArgs) -> Result<gce::GceLookup, Error> {
-    let scope = gce::GceScope::new(
-        topology.gce_project.as_deref(),
-        topology.gce_region.as_deref(),
-        &topology.gce_zones,
-    )
-    .map_err(|source| Error::GceScope {
-        flag: match source.setting() {
-            gce::ScopeSetting::Project => "--gce-project",
-            gce::ScopeSetting::Region => "--gce-region",
-            gce::ScopeSetting::Zones => "--gce-zones",
-        },
-        source,
-    })?;
-    let endpoint = cloud_access::gcp::endpoint(
-        "--gce-compute-endpoint",
-        topology.gce_compute_endpoint.as_deref(),
-        cloud_access::gcp::COMPUTE_ENDPOINT,
-    )
-    .map_err(Error::GceEndpoint)?;
-    let metadata = cloud_access::gcp::GceMetadata::from_env(topology.lookup_timeout).map_err(Error::GceMetadata)?;
-    Ok(
-        gce::GceLookup::new(metadata, &endpoint, scope, topology.lookup_timeout)?.with_hints(gce::GceHints {
-            project: "set --gce-project",
-            location: "set --gce-region or --gce-zones",
-        }),
-    )
 }
 
 /// The server configuration the `serve` flags describe. Each file is named by its flag

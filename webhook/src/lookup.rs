@@ -58,7 +58,10 @@ pub trait TopologyLookup: Send + Sync {
     }
 }
 
-impl<L: TopologyLookup + ?Sized> TopologyLookup for Arc<L> {
+/// Forwards to the lookup behind the pointer: [`CachedLookup`] wraps any of these.
+macro_rules! forward_lookup {
+    ($($pointer:ident),*) => {$(
+impl<L: TopologyLookup + ?Sized> TopologyLookup for $pointer<L> {
     fn name(&self) -> &str {
         (**self).name()
     }
@@ -75,6 +78,10 @@ impl<L: TopologyLookup + ?Sized> TopologyLookup for Arc<L> {
         (**self).cache_key(volume)
     }
 }
+    )*};
+}
+
+forward_lookup!(Arc, Box);
 
 /// A lookup behind a [`LoadingCache`]: answers are kept for `ttl` (at most `capacity`
 /// of them), and concurrent reviews of one volume share one call (a caller that gives

@@ -336,7 +336,7 @@ fn the_gcp_overlay_turns_the_gce_lookup_on() {
     let Command::Serve(serve) = cli.command else {
         panic!("not serve: {args:?}");
     };
-    assert!(serve.topology.gce_lookup);
+    assert!(serve.topology.gce.gce_lookup);
 }
 
 #[test]
@@ -371,7 +371,7 @@ fn the_azure_overlay_turns_the_disk_lookup_on() {
     let Command::Serve(serve) = cli.command else {
         panic!("not serve: {args:?}");
     };
-    assert!(serve.topology.azure_disk_lookup);
+    assert!(serve.topology.azure.azure_disk_lookup);
     // The config file is in the mounted Secret, readable by the pod's group.
     let mount = pod["spec"]["containers"][0]["volumeMounts"]
         .as_array()
@@ -382,6 +382,7 @@ fn the_azure_overlay_turns_the_disk_lookup_on() {
     assert!(
         serve
             .topology
+            .azure
             .azure_config
             .starts_with(mount["mountPath"].as_str().unwrap())
     );

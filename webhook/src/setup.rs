@@ -1,0 +1,117 @@
+//! From flags to a [`Reviewer`]: the rules files and each cloud lookup the flags turn
+//! on, read and checked here, at start-up, so that a bad setting stops the program
+//! before it serves. Every lookup is put behind the one [`CachedLookup`] with the same
+//! cache settings and, when serving, its own hit and miss counters.
+
+use std::sync::Arc;
+
+use cloud_access::aws::AwsConfig;
+use cloud_access::aws::endpoints::valid_region;
+
+use crate::cli::{AzureArgs, DecisionArgs, GceArgs, TopologyArgs};
+use crate::lookup::{CachedLookup, TopologyLookup};
+use crate::metrics::Metrics;
+use crate::resolve::Resolver;
+use crate::review::Reviewer;
+use crate::rules::Rules;
+use crate::{Error, azure, ebs, gce};
+
+/// Builds the reviewer the topology and decision flags describe; a bad rules file or
+/// lookup setting is refused here, at start-up.
+pub fn reviewer(
+    topology: &TopologyArgs,
+    decision: &DecisionArgs,
+    metrics: Option<&Metrics>,
+) -> Result<Reviewer, Error> {
+    let rules = Rules::load(&topology.rules)?;
+    let mut resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
+    let cached = |lookup: Box<dyn TopologyLookup>, counter: &str| -> Arc<dyn TopologyLookup> {
+        let mut cached = CachedLookup::new(lookup, topology.lookup_cache_size, topology.lookup_cache_ttl);
+        if let Some(metrics) = metrics {
+            cached = cached.with_counters(metrics.cache_counters(counter));
+        }
+        Arc::new(cached)
+    };
+    if topology.aws.aws_ebs_lookup {
+        resolver = resolver.with_lookup(cached(Box::new(ebs_lookup(topology)?), "aws-ebs"));
+    }
+    if topology.gce.gce_lookup {
+        resolver = resolver.with_lookup(cached(Box::new(gce_lookup(&topology.gce, topology)?), "gce"));
+    }
+    if topology.azure.azure_disk_lookup {
+        let lookup = azure_lookup(&topology.azure, topology)?;
+        resolver = resolver.with_lookup(cached(Box::new(lookup), azure::NAME));
+    }
+    Ok(Reviewer::new(resolver, decision.config()))
+}
+
+/// The EBS lookup: the region from `--aws-region`, else the AWS chain's variables.
+fn ebs_lookup(topology: &TopologyArgs) -> Result<ebs::EbsLookup, Error> {
+    let aws = AwsConfig::from_env();
+    let region = match topology.aws.aws_region.as_deref().filter(|r| !r.is_empty()) {
+        Some(flag) if valid_region(flag) => flag.to_owned(),
+        Some(flag) => return Err(Error::BadRegion(cloud_access::logging::clean_text(flag, &[], 64))),
+        None => aws.region()?.ok_or(Error::NoRegion)?.to_owned(),
+    };
+    Ok(ebs::EbsLookup::new(region, topology.lookup_timeout, aws)?.with_region_hint("set --aws-region"))
+}
+
+/// An optional endpoint flag: unset or blank is none.
+fn endpoint_flag(
+    flag: &str,
+    given: Option<&str>,
+) -> Result<Option<cloud_access::SecureEndpoint>, cloud_access::EndpointError> {
+    given
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(|g| cloud_access::SecureEndpoint::parse(flag, g))
+        .transpose()
+}
+
+/// The Azure disk lookup the `--azure-*` flags describe: the cloud config read here,
+/// with the workload identity variables Azure's webhook puts in the pod
+/// (`AZURE_CLIENT_ID`, `AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`) over it.
+fn azure_lookup(args: &AzureArgs, topology: &TopologyArgs) -> Result<azure::AzureDiskLookup, Error> {
+    let config = cloud_access::azure::AzureConfig::read(&args.azure_config)
+        .map_err(Error::AzureConfig)?
+        .with_workload_identity_env(|name| std::env::var(name).ok());
+    let endpoint = |flag, given: &Option<String>| endpoint_flag(flag, given.as_deref()).map_err(Error::AzureEndpoint);
+    let endpoints = azure::AzureEndpoints {
+        resource_manager: endpoint("--azure-arm-endpoint", &args.azure_arm_endpoint)?,
+        authority_host: endpoint("--azure-authority-endpoint", &args.azure_authority_endpoint)?,
+        imds: endpoint("--azure-imds-endpoint", &args.azure_imds_endpoint)?,
+    };
+    Ok(
+        azure::AzureDiskLookup::new(&config, &endpoints, topology.lookup_timeout)?.with_hints(azure::AzureHints {
+            identity: "the identity of --azure-config",
+        }),
+    )
+}
+
+/// The GCE lookup the `--gce-*` flags describe: the metadata server from
+/// `GCE_METADATA_HOST` (else Google's name).
+fn gce_lookup(args: &GceArgs, topology: &TopologyArgs) -> Result<gce::GceLookup, Error> {
+    let scope = gce::GceScope::new(args.gce_project.as_deref(), args.gce_region.as_deref(), &args.gce_zones).map_err(
+        |source| Error::GceScope {
+            flag: match source.setting() {
+                gce::ScopeSetting::Project => "--gce-project",
+                gce::ScopeSetting::Region => "--gce-region",
+                gce::ScopeSetting::Zones => "--gce-zones",
+            },
+            source,
+        },
+    )?;
+    let endpoint = cloud_access::gcp::endpoint(
+        "--gce-compute-endpoint",
+        args.gce_compute_endpoint.as_deref(),
+        cloud_access::gcp::COMPUTE_ENDPOINT,
+    )
+    .map_err(Error::GceEndpoint)?;
+    let metadata = cloud_access::gcp::GceMetadata::from_env(topology.lookup_timeout).map_err(Error::GceMetadata)?;
+    Ok(
+        gce::GceLookup::new(metadata, &endpoint, scope, topology.lookup_timeout)?.with_hints(gce::GceHints {
+            project: "set --gce-project",
+            location: "set --gce-region or --gce-zones",
+        }),
+    )
+}
