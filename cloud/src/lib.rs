@@ -15,6 +15,7 @@ pub mod go_duration;
 pub mod http;
 pub mod logging;
 pub mod metadata;
+pub mod openstack;
 pub mod token;
 pub mod yaml;
 
