@@ -17,6 +17,7 @@
 pub mod azure;
 pub mod builtin;
 pub mod certs;
+pub mod cinder;
 pub mod cli;
 pub mod decision;
 pub mod ebs;

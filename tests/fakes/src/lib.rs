@@ -38,6 +38,8 @@ use serde_json::Value;
 
 pub mod azure;
 pub use azure::AzureFake;
+pub mod openstack;
+pub use openstack::OpenStackFake;
 
 /// The workspace's root directory.
 pub fn workspace_root() -> PathBuf {
