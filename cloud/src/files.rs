@@ -169,34 +169,76 @@ pub fn write_target(path: &Path) -> Result<PathBuf, FileError> {
 }
 
 /// Replaces the file at `path` (see [`write_target`] for what that is) with
-/// `contents`, through a temporary file in the same directory, `fsync` and a
-/// rename: a reader, or a crash, sees the old file or the new one, never half
-/// of one. The new file gets `mode` exactly (not masked by the umask).
+/// `contents` so that a reader, or a crash or power loss at any point, sees
+/// the old file or the new one, never half of one: the bytes go to a
+/// temporary file in the same directory, which is `fsync`ed, renamed over the
+/// target, and then the directory is `fsync`ed so that the rename itself is
+/// on disk. The new file gets `mode` exactly (not masked by the umask).
 /// Creates missing parent directories.
+///
+/// The temporary file has one fixed name per target, `.<name>.tmp`, taken
+/// under an exclusive lock: a write killed half-way leaves at most that one
+/// file behind, which the next write reuses, and two writers of the same
+/// target take turns instead of writing into each other's file.
 pub fn write_atomically(path: &Path, contents: &[u8], mode: u32) -> Result<(), FileError> {
     let target = write_target(path)?;
-    let dir = match target.parent() {
-        Some(dir) if dir.as_os_str().is_empty() => Path::new("."),
-        Some(dir) => dir,
-        None => return Err(FileError::NoParent { path: path.to_owned() }),
+    let (dir, name) = match (target.parent(), target.file_name()) {
+        (Some(dir), Some(name)) if dir.as_os_str().is_empty() => (Path::new("."), name),
+        (Some(dir), Some(name)) => (dir, name),
+        _ => return Err(FileError::NoParent { path: path.to_owned() }),
     };
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .permissions(std::fs::Permissions::from_mode(mode))
-        .tempfile_in(dir)
-        .map_err(io_error(&target))?;
-    let file: &File = temp.as_file();
-    // `permissions` is masked by the umask on creation.
-    file.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(io_error(&target))?;
-    temp.write_all(contents).map_err(io_error(&target))?;
-    temp.as_file().sync_all().map_err(io_error(&target))?;
-    temp.persist(&target).map_err(|e| FileError::Io {
-        path: target.clone(),
-        source: e.error,
-    })?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(".tmp");
+    let temp_path = dir.join(temp_name);
+    let mut temp = locked_temp(&temp_path, mode).map_err(io_error(&temp_path))?;
+    temp.set_len(0).map_err(io_error(&temp_path))?;
+    // `mode` is masked by the umask on creation, and a file left by a killed
+    // write may have been created with another mode.
+    temp.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(io_error(&temp_path))?;
+    temp.write_all(contents).map_err(io_error(&temp_path))?;
+    temp.sync_all().map_err(io_error(&temp_path))?;
+    std::fs::rename(&temp_path, &target).map_err(io_error(&target))?;
+    // The rename is an entry in the directory: without this a power loss can
+    // bring back the old entry, or none at all on a new file.
+    File::open(dir)
+        .and_then(|directory| directory.sync_all())
+        .map_err(io_error(dir))?;
+    drop(temp);
     Ok(())
+}
+
+/// Opens (creating it if needed) the temporary file at `temp` and takes an
+/// exclusive lock on it, waiting for another writer of the same target to
+/// finish. A waiter whose file was meanwhile renamed over the target by the
+/// writer before it opens the new temporary file instead. Never follows a
+/// symbolic link and never blocks on a FIFO there.
+fn locked_temp(temp: &Path, mode: u32) -> std::io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    loop {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(temp)?;
+        let opened = file.metadata()?;
+        if !opened.file_type().is_file() {
+            return Err(std::io::Error::other(format!(
+                "is {}, not a regular file; remove it (this program writes its temporary file there)",
+                kind_of(opened.file_type())
+            )));
+        }
+        file.lock()?;
+        match std::fs::symlink_metadata(temp) {
+            Ok(now) if now.dev() == opened.dev() && now.ino() == opened.ino() => return Ok(file),
+            Ok(_) => continue,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -261,6 +303,69 @@ mod tests {
         assert_eq!(mode, 0o600);
         let entries = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
         assert_eq!(entries, 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_temporary_file_left_by_a_killed_write_is_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.env");
+        write_atomically(&path, b"A=1\n", 0o600).unwrap();
+        // What a write killed before its rename leaves: half the new content.
+        let left = dir.path().join(".out.env.tmp");
+        std::fs::write(&left, b"A=").unwrap();
+        std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"A=1\n");
+        write_atomically(&path, b"A=2\n", 0o600).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"A=2\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["out.env"]);
+    }
+
+    #[test]
+    fn a_symlink_or_fifo_in_the_temporary_files_place_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.env");
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, b"keep").unwrap();
+        symlink(&elsewhere, dir.path().join(".out.env.tmp")).unwrap();
+        let error = write_atomically(&path, b"x", 0o600).unwrap_err();
+        assert!(error.to_string().contains(".out.env.tmp"), "{error}");
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
+        std::fs::remove_file(dir.path().join(".out.env.tmp")).unwrap();
+        mkfifo(&dir.path().join(".out.env.tmp"));
+        let error = write_atomically(&path, b"x", 0o600).unwrap_err();
+        assert!(error.to_string().contains(".out.env.tmp"), "{error}");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn concurrent_writers_of_one_target_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.env");
+        let contents: Vec<Vec<u8>> = (0..8).map(|i| vec![b'a' + i; 64 * 1024]).collect();
+        let (path, contents) = (&path, &contents);
+        std::thread::scope(|scope| {
+            for content in contents {
+                scope.spawn(move || {
+                    for _ in 0..25 {
+                        write_atomically(path, content, 0o600).unwrap();
+                        let now = std::fs::read(path).unwrap();
+                        assert!(contents.contains(&now), "a mixed or partial file");
+                    }
+                });
+            }
+        });
+        assert!(contents.contains(&std::fs::read(path).unwrap()));
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary file is left behind"
+        );
     }
 
     #[test]
