@@ -17,6 +17,7 @@ pub mod logging;
 pub mod metadata;
 pub mod openstack;
 pub mod token;
+pub mod vsphere;
 pub mod yaml;
 
 pub use endpoint::{EndpointError, SecureEndpoint};

@@ -1,0 +1,527 @@
+//! One vCenter's calls: SOAP at `/sdk` (a `vmware_soap_session` cookie from `Login`,
+//! logged in again when vSphere says the session is gone) and the tagging REST API at
+//! `/rest` (a `vmware-api-session-id` from basic authentication, renewed after a 401).
+//! Sessions are shared by concurrent lookups; the password is only ever in a request.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, COOKIE, HeaderValue, SET_COOKIE};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::sync::Mutex;
+use url::Url;
+
+use super::VsphereError;
+use super::placement::{HostLabels, labels_of};
+use super::soap::{self, DatastoreMounts, Entity, MoRef, Page, Parsed, ServiceContent};
+use super::tagging;
+
+/// Far above any answer the lookup asks for (an inventory's datastores and mounts).
+const MAX_ANSWER: usize = 32 << 20;
+/// vSphere 6.5's API: the first with `VcenterVStorageObjectManager`, answered by every
+/// vCenter the CSI driver supports.
+const SOAP_ACTION: &str = "urn:vim25/6.5";
+const SESSION_COOKIE: &str = "vmware_soap_session";
+
+/// How vCenter's certificate is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// The system's roots (as every other outbound call).
+    System,
+    /// Only the CAs of this PEM bundle (`ca-file`).
+    CaFile(PathBuf),
+    /// Not checked: `insecure-flag`, and the caller allowed it.
+    Insecure,
+}
+
+struct SoapSession {
+    cookie: SecretString,
+    content: ServiceContent,
+}
+
+/// A client of one vCenter.
+pub struct VcenterClient {
+    http: reqwest::Client,
+    base: Url,
+    user: String,
+    password: SecretString,
+    soap: Mutex<Option<Arc<SoapSession>>>,
+    rest: Mutex<Option<Arc<SecretString>>>,
+}
+
+impl std::fmt::Debug for VcenterClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VcenterClient")
+            .field("base", &self.base.as_str())
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VcenterClient {
+    /// A client of the vCenter at `base` (`https://host:port/`, or plain http on
+    /// loopback), logging in as `user`; each call must end within `timeout`.
+    pub fn new(
+        base: Url,
+        user: String,
+        password: SecretString,
+        trust: &Trust,
+        timeout: Duration,
+    ) -> Result<Self, VsphereError> {
+        let endpoint = base.to_string();
+        let setup = |reason: String| VsphereError::Setup {
+            endpoint: endpoint.clone(),
+            reason,
+        };
+        let user_agent = concat!("cloud-node-suite-vsphere/", env!("CARGO_PKG_VERSION"));
+        let http = match trust {
+            Trust::System => crate::http_client(user_agent, timeout).map_err(|e| setup(e.to_string()))?,
+            Trust::CaFile(_) | Trust::Insecure => {
+                let mut builder = reqwest::Client::builder()
+                    .user_agent(user_agent)
+                    .timeout(timeout)
+                    .connect_timeout(timeout.min(Duration::from_secs(5)))
+                    // A redirect could carry the password to another host.
+                    .redirect(reqwest::redirect::Policy::none());
+                if crate::endpoint::is_loopback(&base) {
+                    builder = builder.no_proxy();
+                }
+                builder = match trust {
+                    Trust::CaFile(path) => {
+                        let pem =
+                            crate::files::read_regular(path, 16 << 20).map_err(|e| setup(format!("ca-file: {e}")))?;
+                        let roots = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
+                        if roots.is_empty() {
+                            return Err(setup(format!(
+                                "ca-file {}: no certificate in it (a PEM bundle of CA certificates is needed)",
+                                path.display()
+                            )));
+                        }
+                        builder.tls_certs_only(roots)
+                    }
+                    _ => builder.danger_accept_invalid_certs(true),
+                };
+                builder
+                    .build()
+                    .map_err(|e| setup(format!("cannot build the HTTP client: {e}")))?
+            }
+        };
+        Ok(Self {
+            http,
+            base,
+            user,
+            password,
+            soap: Mutex::new(None),
+            rest: Mutex::new(None),
+        })
+    }
+
+    /// The vCenter, as errors name it.
+    pub fn endpoint(&self) -> &str {
+        self.base.as_str()
+    }
+
+    fn url(&self, path: &str) -> Url {
+        let mut url = self.base.clone();
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        url.set_path(path);
+        url.set_query((!query.is_empty()).then_some(query));
+        url
+    }
+
+    fn clean(&self, text: &str) -> String {
+        crate::logging::clean_text(text, &[self.password.expose_secret()], 500)
+    }
+
+    fn transport(&self, call: &'static str, error: &dyn std::error::Error) -> VsphereError {
+        VsphereError::Transport {
+            endpoint: self.endpoint().to_owned(),
+            call,
+            reason: self.clean(&crate::logging::error_chain(error)),
+        }
+    }
+
+    fn parsed(&self, call: &'static str, parsed: Parsed) -> VsphereError {
+        let endpoint = self.endpoint().to_owned();
+        match parsed {
+            Parsed::Fault(fault) => VsphereError::Fault {
+                endpoint,
+                call,
+                kind: fault.kind,
+                text: self.clean(&fault.text),
+            },
+            Parsed::Garbage(reason) => VsphereError::Garbage {
+                endpoint,
+                call,
+                reason: self.clean(&reason),
+            },
+        }
+    }
+
+    /// One SOAP request: the answer's text (faults come with HTTP 500) and the session
+    /// cookie it set, if any.
+    async fn post_soap(
+        &self,
+        call: &'static str,
+        cookie: Option<&SecretString>,
+        body: String,
+    ) -> Result<(String, Option<SecretString>), VsphereError> {
+        let mut request = self
+            .http
+            .post(self.url("sdk"))
+            .header(CONTENT_TYPE, "text/xml; charset=utf-8")
+            .header("SOAPAction", SOAP_ACTION)
+            .body(body);
+        if let Some(cookie) = cookie {
+            let mut value = HeaderValue::from_str(cookie.expose_secret()).map_err(|e| self.transport(call, &e))?;
+            value.set_sensitive(true);
+            request = request.header(COOKIE, value);
+        }
+        let response = request.send().await.map_err(|e| self.transport(call, &e))?;
+        let status = response.status();
+        let set_cookie = response
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(|v| v.split(';').next())
+            .find(|v| v.trim_start().starts_with(&format!("{SESSION_COOKIE}=")))
+            .map(|v| SecretString::from(v.trim().to_owned()));
+        let body = crate::http::read_body(response, MAX_ANSWER)
+            .await
+            .map_err(|e| self.transport(call, &e))?;
+        let text = String::from_utf8_lossy(&body).into_owned();
+        if status.is_success() || status == reqwest::StatusCode::INTERNAL_SERVER_ERROR {
+            return Ok((text, set_cookie));
+        }
+        Err(VsphereError::Status {
+            endpoint: self.endpoint().to_owned(),
+            call,
+            status: status.as_u16(),
+            text: self.clean(&text),
+        })
+    }
+
+    async fn soap_session(&self) -> Result<Arc<SoapSession>, VsphereError> {
+        let mut slot = self.soap.lock().await;
+        if let Some(session) = slot.as_ref() {
+            return Ok(session.clone());
+        }
+        let call = "RetrieveServiceContent";
+        let (text, _) = self.post_soap(call, None, soap::retrieve_service_content()).await?;
+        let content = soap::parse_service_content(&text).map_err(|p| self.parsed(call, p))?;
+        let body = soap::login(&content.session_manager, &self.user, self.password.expose_secret());
+        let (text, cookie) = self.post_soap("Login", None, body).await?;
+        match soap::parse_ok(&text) {
+            Ok(()) => {}
+            Err(Parsed::Fault(fault)) => {
+                return Err(VsphereError::LoginRefused {
+                    endpoint: self.endpoint().to_owned(),
+                    user: self.user.clone(),
+                    text: self.clean(&fault.text),
+                });
+            }
+            Err(garbage) => return Err(self.parsed("Login", garbage)),
+        }
+        let cookie = cookie.ok_or_else(|| VsphereError::Garbage {
+            endpoint: self.endpoint().to_owned(),
+            call: "Login",
+            reason: format!("no {SESSION_COOKIE} cookie in the answer"),
+        })?;
+        let session = Arc::new(SoapSession { cookie, content });
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    async fn forget_soap(&self, stale: &Arc<SoapSession>) {
+        let mut slot = self.soap.lock().await;
+        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, stale)) {
+            *slot = None;
+        }
+    }
+
+    /// A SOAP call in the session (logging in first, and again once if vSphere says
+    /// the session is gone).
+    async fn soap<T>(
+        &self,
+        call: &'static str,
+        make: impl Fn(&ServiceContent) -> String,
+        parse: impl Fn(&str) -> Result<T, Parsed>,
+    ) -> Result<T, VsphereError> {
+        let mut retried = false;
+        loop {
+            let session = self.soap_session().await?;
+            let (text, _) = self
+                .post_soap(call, Some(&session.cookie), make(&session.content))
+                .await?;
+            match parse(&text) {
+                Ok(value) => return Ok(value),
+                Err(Parsed::Fault(fault)) if fault.is_not_authenticated() && !retried => {
+                    retried = true;
+                    self.forget_soap(&session).await;
+                }
+                Err(parsed) => return Err(self.parsed(call, parsed)),
+            }
+        }
+    }
+
+    /// Every page of a `RetrievePropertiesEx`.
+    async fn retrieve_all<T>(
+        &self,
+        make: impl Fn(&ServiceContent) -> String,
+        parse: impl Fn(&str) -> Result<Page<T>, Parsed> + Copy,
+    ) -> Result<Vec<T>, VsphereError> {
+        let mut page = self.soap("RetrievePropertiesEx", make, parse).await?;
+        let mut items = std::mem::take(&mut page.items);
+        while let Some(token) = page.token.take() {
+            let next = |c: &ServiceContent| soap::continue_retrieve(&c.property_collector, &token);
+            page = self.soap("ContinueRetrievePropertiesEx", next, parse).await?;
+            items.append(&mut page.items);
+        }
+        Ok(items)
+    }
+
+    /// The datastore named `name` and the hosts that mount it.
+    pub async fn datastore(&self, name: &str) -> Result<DatastoreMounts, VsphereError> {
+        let all = self.datastores().await?;
+        let mut found: Vec<_> = all.into_iter().filter(|d| d.name == name).collect();
+        match found.len() {
+            0 => Err(VsphereError::DatastoreNotFound {
+                endpoint: self.endpoint().to_owned(),
+                name: name.to_owned(),
+            }),
+            1 => Ok(found.remove(0)),
+            _ => Err(VsphereError::Garbage {
+                endpoint: self.endpoint().to_owned(),
+                call: "RetrievePropertiesEx",
+                reason: format!(
+                    "several datastores are named {name:?} ({}): a volume path cannot say which",
+                    found
+                        .iter()
+                        .map(|d| d.datastore.value.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
+    }
+
+    async fn datastores(&self) -> Result<Vec<DatastoreMounts>, VsphereError> {
+        self.retrieve_all(
+            |c| soap::datastores(&c.property_collector, &c.root_folder),
+            soap::parse_datastores,
+        )
+        .await
+    }
+
+    /// The datastore of the First Class Disk `id`: asked of each datastore in turn
+    /// (`RetrieveVStorageObject` needs one), the first that knows it.
+    pub async fn disk_datastore(&self, id: &str) -> Result<DatastoreMounts, VsphereError> {
+        let all = self.datastores().await?;
+        let session = self.soap_session().await?;
+        let Some(manager) = session.content.vstorage_object_manager.clone() else {
+            return Err(VsphereError::Garbage {
+                endpoint: self.endpoint().to_owned(),
+                call: "RetrieveServiceContent",
+                reason: "no VStorageObjectManager (First Class Disks need vCenter 6.5 or later)".to_owned(),
+            });
+        };
+        for datastore in &all {
+            let make = |_: &ServiceContent| soap::retrieve_vstorage_object(&manager, id, &datastore.datastore);
+            match self
+                .soap("RetrieveVStorageObject", make, soap::parse_vstorage_datastore)
+                .await
+            {
+                Ok(on) => {
+                    if let Some(found) = all.iter().find(|d| d.datastore == on) {
+                        return Ok(found.clone());
+                    }
+                }
+                Err(VsphereError::Fault { kind, .. }) if kind == "NotFound" || kind == "InvalidDatastore" => {}
+                Err(other) => return Err(other),
+            }
+        }
+        Err(VsphereError::DiskNotFound {
+            endpoint: self.endpoint().to_owned(),
+            id: id.to_owned(),
+            datastores: all.len(),
+        })
+    }
+
+    /// Each host mounting `datastore` with the zone and region its tags (or its nearest
+    /// ancestor's) give, in the categories named.
+    pub async fn host_labels(
+        &self,
+        datastore: &DatastoreMounts,
+        zone_category: &str,
+        region_category: &str,
+    ) -> Result<Vec<HostLabels>, VsphereError> {
+        if datastore.hosts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entities: Vec<Entity> = self
+            .retrieve_all(
+                |c| soap::ancestors(&c.property_collector, &datastore.hosts),
+                soap::parse_entities,
+            )
+            .await?;
+        let objects: Vec<MoRef> = entities.iter().map(|e| e.object.clone()).collect();
+        let attached = self
+            .rest(
+                "list-attached-tags-on-objects",
+                reqwest::Method::POST,
+                self.url(tagging::ATTACHED_TAGS_PATH),
+                Some(tagging::attached_tags_request(&objects)),
+                tagging::parse_attached_tags,
+            )
+            .await?;
+        let ids: BTreeSet<&String> = attached.iter().flat_map(|(_, tags)| tags).collect();
+        let mut tags = BTreeMap::new();
+        let mut categories = BTreeMap::new();
+        for id in ids {
+            let tag = self
+                .rest(
+                    "tag get",
+                    reqwest::Method::GET,
+                    self.id_url(tagging::TAG_PATH, id),
+                    None,
+                    tagging::parse_tag,
+                )
+                .await?;
+            if !categories.contains_key(&tag.category_id) {
+                let url = self.id_url(tagging::CATEGORY_PATH, &tag.category_id);
+                let name = self
+                    .rest(
+                        "category get",
+                        reqwest::Method::GET,
+                        url,
+                        None,
+                        tagging::parse_category_name,
+                    )
+                    .await?;
+                categories.insert(tag.category_id.clone(), name);
+            }
+            tags.insert(id.clone(), tag);
+        }
+        let mut by_object: BTreeMap<MoRef, Vec<(String, String)>> = BTreeMap::new();
+        for (object, ids) in &attached {
+            for id in ids {
+                if let Some(tag) = tags.get(id) {
+                    let category = categories.get(&tag.category_id).cloned().unwrap_or_default();
+                    by_object
+                        .entry(object.clone())
+                        .or_default()
+                        .push((category, tag.name.clone()));
+                }
+            }
+        }
+        labels_of(&datastore.hosts, &entities, &by_object, zone_category, region_category).map_err(|reason| {
+            VsphereError::Inventory {
+                endpoint: self.endpoint().to_owned(),
+                datastore: datastore.name.clone(),
+                reason,
+            }
+        })
+    }
+
+    fn id_url(&self, path: &str, id: &str) -> Url {
+        let mut url = self.url(path);
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.push(&format!("id:{id}"));
+        }
+        url
+    }
+
+    async fn rest_session(&self) -> Result<Arc<SecretString>, VsphereError> {
+        let mut slot = self.rest.lock().await;
+        if let Some(session) = slot.as_ref() {
+            return Ok(session.clone());
+        }
+        let call = "tagging session";
+        let response = self
+            .http
+            .post(self.url(tagging::SESSION_PATH))
+            .basic_auth(&self.user, Some(self.password.expose_secret()))
+            .send()
+            .await
+            .map_err(|e| self.transport(call, &e))?;
+        let status = response.status();
+        let body = crate::http::read_body(response, MAX_ANSWER)
+            .await
+            .map_err(|e| self.transport(call, &e))?;
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+            return Err(VsphereError::LoginRefused {
+                endpoint: self.endpoint().to_owned(),
+                user: self.user.clone(),
+                text: self.clean(&tagging::error_text(&body).unwrap_or_else(|| format!("HTTP {status}"))),
+            });
+        }
+        let id = self.answer(call, status, &body, tagging::parse_session)?;
+        let session = Arc::new(SecretString::from(id));
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    fn answer<T>(
+        &self,
+        call: &'static str,
+        status: reqwest::StatusCode,
+        body: &[u8],
+        parse: impl Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<T, VsphereError> {
+        if !status.is_success() {
+            let text = tagging::error_text(body).unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+            return Err(VsphereError::Status {
+                endpoint: self.endpoint().to_owned(),
+                call,
+                status: status.as_u16(),
+                text: self.clean(&text),
+            });
+        }
+        parse(body).map_err(|reason| VsphereError::Garbage {
+            endpoint: self.endpoint().to_owned(),
+            call,
+            reason: self.clean(&reason),
+        })
+    }
+
+    /// A tagging call in the REST session (renewed once after a 401).
+    async fn rest<T>(
+        &self,
+        call: &'static str,
+        method: reqwest::Method,
+        url: Url,
+        body: Option<serde_json::Value>,
+        parse: impl Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<T, VsphereError> {
+        let mut retried = false;
+        loop {
+            let session = self.rest_session().await?;
+            let mut id = HeaderValue::from_str(session.expose_secret()).map_err(|e| self.transport(call, &e))?;
+            id.set_sensitive(true);
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .header(tagging::SESSION_HEADER, id);
+            if let Some(body) = &body {
+                request = request.json(body);
+            }
+            let response = request.send().await.map_err(|e| self.transport(call, &e))?;
+            let status = response.status();
+            let bytes = crate::http::read_body(response, MAX_ANSWER)
+                .await
+                .map_err(|e| self.transport(call, &e))?;
+            if status == reqwest::StatusCode::UNAUTHORIZED && !retried {
+                retried = true;
+                let mut slot = self.rest.lock().await;
+                if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
+                    *slot = None;
+                }
+                continue;
+            }
+            return self.answer(call, status, &bytes, &parse);
+        }
+    }
+}
