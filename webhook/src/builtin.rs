@@ -12,6 +12,8 @@ pub const EBS_DRIVER: &str = "ebs.csi.aws.com";
 pub const AZURE_DISK_DRIVER: &str = "disk.csi.azure.com";
 /// The OpenStack Cinder CSI driver.
 pub const CINDER_DRIVER: &str = "cinder.csi.openstack.org";
+/// The vSphere CSI driver.
+pub const VSPHERE_DRIVER: &str = "csi.vsphere.vmware.com";
 
 /// The node label a CSI driver reports its zone under, which is what a PV's nodeAffinity
 /// must name so the scheduler matches the nodes that run the driver.
@@ -21,6 +23,9 @@ pub fn csi_zone_key(driver: &str) -> Option<&'static str> {
         EBS_DRIVER => Some("topology.ebs.csi.aws.com/zone"),
         AZURE_DISK_DRIVER => Some("topology.disk.csi.azure.com/zone"),
         CINDER_DRIVER => Some("topology.cinder.csi.openstack.org/zone"),
+        // csi-translation-lib's vSphere plugin (plugins/vsphere_volume.go,
+        // vSphereCSITopologyZoneKey) translates in-tree zones to this key.
+        VSPHERE_DRIVER => Some("topology.csi.vmware.com/zone"),
         _ => None,
     }
 }

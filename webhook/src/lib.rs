@@ -34,6 +34,7 @@ pub mod setup;
 pub mod source;
 pub mod tls;
 pub mod topology;
+pub mod vsphere;
 
 use std::io::{Read as _, Write as _};
 
