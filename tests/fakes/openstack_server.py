@@ -25,7 +25,8 @@ One scenario file (see tests/data/openstack/scenario.json):
                 "expires_in": 3600, "delay_seconds": 0, "echo_credentials": false},
    "cinder": {"volumes": [{"id", "region": "RegionOne", "availability_zone": "nova" (null: none),
                            "delay_seconds"?}],
-              "unauthorized_once": false}}
+              "unauthorized_once": false},
+   "tls": {"cert": "LEAF.pem", "key": "LEAF.key"}   (optional)}
 
 Catalog URLs are templates: {base} is http://127.0.0.1:PORT, {project} the
 token's project ID. Every block-storage endpoint of the catalog is served:
@@ -43,6 +44,8 @@ Modes:
     revoked there (401), as after a Keystone token revocation, so the
     client must authenticate again.
   - a volume's delay_seconds: Cinder answers that volume late.
+  - tls: HTTPS with that certificate (the test's own CA issued it), {base}
+    is https://127.0.0.1:PORT; /__requests is then reached over TLS too.
 
 What it enforces, as the real services do:
   - Keystone: a JSON body with auth.identity.methods; application
@@ -67,6 +70,7 @@ usage: openstack_server.py SCENARIO.json
 """
 import json
 import re
+import ssl
 import sys
 import threading
 import time
@@ -117,7 +121,8 @@ class Handler(BaseHTTPRequestHandler):
             REQUESTS[key] += 1
 
     def base(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "https" if self.scenario.get("tls") else "http"
+        return f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
 
     def do_GET(self):
         path = unquote(urlsplit(self.path).path)
@@ -290,11 +295,25 @@ class Handler(BaseHTTPRequestHandler):
                 "os-vol-tenant-attr:tenant_id": project_id, "links": []}
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client refusing the certificate (a test of exactly that) is no news.
+        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError)):
+            super().handle_error(request, client_address)
+
+
 def main():
     with open(sys.argv[1]) as f:
         Handler.scenario = json.load(f)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", 0), Handler)
+    tls = Handler.scenario.get("tls")
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls["cert"], tls["key"])
+        # The handshake happens in each request's thread, not in accept().
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

@@ -397,3 +397,71 @@ async fn no_secret_or_token_in_any_error_or_log_line() {
     }
     assert_eq!(fake.requests(TOKENS), 4);
 }
+
+/// A CA and a certificate it issued for 127.0.0.1, written to `dir`: (CA, leaf, key).
+fn certificates(dir: &Path) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    (
+        write("ca.pem", ca.pem()),
+        write("leaf.pem", leaf.pem()),
+        write("leaf.key", key.serialize_pem()),
+    )
+}
+
+#[tokio::test]
+async fn keystone_and_cinder_over_tls_with_the_config_ca_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificates(dir.path());
+    let fake = Fake::with(|s| s["tls"] = json!({"cert": cert, "key": key}));
+    let text = |extra: &str| {
+        format!(
+            "[Global]\nauth-url = {}identity/v3\nregion = RegionOne\n{APP_CREDENTIAL}application-credential-secret = {APP_SECRET}\n{extra}",
+            fake.tls_base()
+        )
+    };
+    let read = |extra: &str, allow_insecure| {
+        OpenStackConfig::parse_cloud_conf(Path::new("cloud.conf"), &text(extra), allow_insecure)
+    };
+    let config = read(&format!("ca-file = {ca}\n"), false).unwrap();
+    let topology = lookup_of(&config, Duration::from_secs(5))
+        .lookup(&in_tree(ZONAL))
+        .await
+        .unwrap();
+    assert_eq!(zones_and_region(&topology), zoned("nova-az1", "RegionOne"));
+    // The system's roots do not know the test's CA.
+    let error = lookup_of(&read("", false).unwrap(), Duration::from_secs(5))
+        .lookup(&in_tree(ZONAL))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!(
+            "cannot reach Keystone at {}identity/v3/auth/tokens",
+            fake.tls_base()
+        )),
+        "{error}"
+    );
+    // tls-insecure: refused unless allowed, then no certificate is checked.
+    let refused = read("tls-insecure = true\n", false).unwrap_err().to_string();
+    assert!(refused.contains("[Global] tls-insecure: "), "{refused}");
+    let insecure = read("tls-insecure = true\n", true).unwrap();
+    lookup_of(&insecure, Duration::from_secs(5))
+        .lookup(&in_tree(NO_AZ))
+        .await
+        .unwrap();
+}

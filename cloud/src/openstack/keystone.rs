@@ -87,53 +87,10 @@ impl KeystoneAuth {
         self.endpoint.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// The request body and the secret it carries.
-    fn body(&self) -> (Value, &SecretString) {
-        let domain = |d: &Domain| match d {
-            Domain::Id(id) => json!({"id": id}),
-            Domain::Name(name) => json!({"name": name}),
-        };
-        let named = |n: &Named| match n {
-            Named::Id(id) => json!({"id": id}),
-            Named::Name { name, domain: d } => json!({"name": name, "domain": domain(d)}),
-        };
-        match &self.credential {
-            Credential::ApplicationCredential { id, name, user, secret } => {
-                let mut credential = json!({"secret": secret.expose_secret()});
-                if let Some(id) = id {
-                    credential["id"] = json!(id);
-                } else {
-                    credential["name"] = json!(name);
-                    if let Some(user) = user {
-                        credential["user"] = named(user);
-                    }
-                }
-                let body = json!({"auth": {"identity": {
-                    "methods": ["application_credential"],
-                    "application_credential": credential
-                }}});
-                (body, secret)
-            }
-            Credential::Password { user, password, scope } => {
-                let mut user = named(user);
-                user["password"] = json!(password.expose_secret());
-                let scope = match scope {
-                    Scope::Project(project) => json!({"project": named(project)}),
-                    Scope::Trust(id) => json!({"OS-TRUST:trust": {"id": id}}),
-                };
-                let body = json!({"auth": {
-                    "identity": {"methods": ["password"], "password": {"user": user}},
-                    "scope": scope
-                }});
-                (body, password)
-            }
-        }
-    }
-
     async fn fetch(&self) -> Result<AccessToken, OpenStackError> {
         let deadline = Instant::now() + self.timeout;
         let url = &self.tokens_url;
-        let (body, secret) = self.body();
+        let (body, secret) = request_body(&self.credential);
         let secret = secret.expose_secret();
         let request = self.http.post(url.clone()).json(&body);
         let answer = Call::exchange(KEYSTONE, url, request, deadline).await?;
@@ -179,6 +136,49 @@ impl KeystoneAuth {
 impl TokenSource<OpenStackError> for KeystoneAuth {
     fn token(&self) -> TokenFuture<'_, OpenStackError> {
         Box::pin(self.fetch())
+    }
+}
+
+/// The body of a token request for `credential`, and the secret it carries.
+fn request_body(credential: &Credential) -> (Value, &SecretString) {
+    let domain = |d: &Domain| match d {
+        Domain::Id(id) => json!({"id": id}),
+        Domain::Name(name) => json!({"name": name}),
+    };
+    let named = |n: &Named| match n {
+        Named::Id(id) => json!({"id": id}),
+        Named::Name { name, domain: d } => json!({"name": name, "domain": domain(d)}),
+    };
+    match credential {
+        Credential::ApplicationCredential { id, name, user, secret } => {
+            let mut credential = json!({"secret": secret.expose_secret()});
+            if let Some(id) = id {
+                credential["id"] = json!(id);
+            } else {
+                credential["name"] = json!(name);
+                if let Some(user) = user {
+                    credential["user"] = named(user);
+                }
+            }
+            let body = json!({"auth": {"identity": {
+                "methods": ["application_credential"],
+                "application_credential": credential
+            }}});
+            (body, secret)
+        }
+        Credential::Password { user, password, scope } => {
+            let mut user = named(user);
+            user["password"] = json!(password.expose_secret());
+            let scope = match scope {
+                Scope::Project(project) => json!({"project": named(project)}),
+                Scope::Trust(id) => json!({"OS-TRUST:trust": {"id": id}}),
+            };
+            let body = json!({"auth": {
+                "identity": {"methods": ["password"], "password": {"user": user}},
+                "scope": scope
+            }});
+            (body, password)
+        }
     }
 }
 
@@ -350,5 +350,49 @@ mod tests {
             let auth = SecureEndpoint::parse("auth-url", auth).expect("a valid URL");
             assert_eq!(tokens_url(&auth).as_str(), expected);
         }
+    }
+
+    #[test]
+    fn request_bodies_as_the_identity_api_documents_them() {
+        let secret = || SecretString::from("s3cret".to_owned());
+        let default = Domain::Name("Default".into());
+        let (body, _) = request_body(&Credential::ApplicationCredential {
+            id: None,
+            name: Some("lookup".into()),
+            user: Some(Named::Name {
+                name: "reader".into(),
+                domain: default.clone(),
+            }),
+            secret: secret(),
+        });
+        assert_eq!(
+            body,
+            json!({"auth": {"identity": {"methods": ["application_credential"], "application_credential": {
+                "name": "lookup", "secret": "s3cret", "user": {"name": "reader", "domain": {"name": "Default"}}
+            }}}})
+        );
+        let password = Credential::Password {
+            user: Named::Id("u1".into()),
+            password: secret(),
+            scope: Scope::Project(Named::Name {
+                name: "demo".into(),
+                domain: Domain::Id("default".into()),
+            }),
+        };
+        let (body, shown) = request_body(&password);
+        assert_eq!(shown.expose_secret(), "s3cret");
+        assert_eq!(
+            body,
+            json!({"auth": {
+                "identity": {"methods": ["password"], "password": {"user": {"id": "u1", "password": "s3cret"}}},
+                "scope": {"project": {"name": "demo", "domain": {"id": "default"}}}
+            }})
+        );
+        let (body, _) = request_body(&Credential::Password {
+            user: Named::Id("u1".into()),
+            password: secret(),
+            scope: Scope::Trust("t1".into()),
+        });
+        assert_eq!(body["auth"]["scope"], json!({"OS-TRUST:trust": {"id": "t1"}}));
     }
 }

@@ -54,14 +54,19 @@ impl OpenStackConfig {
         if self.ca_roots.is_empty() && !self.insecure {
             return crate::http::http_client(user_agent, timeout);
         }
-        // The one departure from crate::http's client: its roots. Proxies are not
-        // read here (a private cloud with its own CA is reached directly).
-        reqwest::Client::builder()
+        // crate::http's client but for its roots: the environment's proxies as reqwest
+        // reads them (TLS checked end to end through them), none for a loopback
+        // Keystone (tests, node-local proxies), where a credential travels in clear.
+        let mut builder = reqwest::Client::builder()
             .user_agent(user_agent)
             .timeout(timeout)
             .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
+            // A redirect could carry a credential to another host.
+            .redirect(reqwest::redirect::Policy::none());
+        if crate::endpoint::is_loopback(self.auth_url.url()) {
+            builder = builder.no_proxy();
+        }
+        builder
             .tls_certs_only(self.ca_roots.clone())
             .tls_danger_accept_invalid_certs(self.insecure)
             .build()

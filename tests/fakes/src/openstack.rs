@@ -65,6 +65,12 @@ impl OpenStackFake {
         format!("http://127.0.0.1:{}/", self.port)
     }
 
+    /// `https://127.0.0.1:PORT/`: the base of a fake started with a `tls` scenario
+    /// (whose counters are then out of [`Self::requests`]' reach).
+    pub fn tls_base(&self) -> String {
+        format!("https://127.0.0.1:{}/", self.port)
+    }
+
     /// `http://127.0.0.1:PORT/identity/v3`: Keystone, as `auth-url`.
     pub fn auth_url(&self) -> String {
         format!("{}identity/v3", self.base())
