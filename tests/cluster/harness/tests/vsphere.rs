@@ -1,0 +1,269 @@
+//! The webhook's vSphere lookup against govmomi's vCenter simulator (vsphere-sim, built
+//! by tests/cluster/build.sh from tests/cluster/cmd/vsphere-sim): the scenario is
+//! created through the simulator's own APIs (`vsphere-sim setup`: datastores mounted on
+//! chosen hosts, a First Class Disk, zone/region tags on clusters and a host), then
+//! `VsphereLookup` answers for zonal, multi-zone, untagged and unknown datastores, an
+//! FCD ID, a wrong password, and over TLS with the right and a wrong CA. Everything on
+//! 127.0.0.1.
+//!
+//! The simulator's inventory: datacenter DC0; clusters DC0_C0 and DC0_C1 of hosts
+//! DC0_C<n>_H0 and _H1; a standalone host DC0_H0. Tags: zone-a on cluster DC0_C0,
+//! zone-b on host DC0_C1_H0, region-1 on both clusters; DC0_H0 and its ancestors
+//! carry none.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use cloud_access::SecureEndpoint;
+use cluster_harness::{Pki, cluster_bin};
+use pv_topology_webhook::builtin::VSPHERE_DRIVER;
+use pv_topology_webhook::lookup::{LookupError, TopologyLookup};
+use pv_topology_webhook::source::{InTree, VolumeIdentity};
+use pv_topology_webhook::topology::Topology;
+use pv_topology_webhook::vsphere::{VsphereLookup, VsphereSettings};
+use serde_json::{Value, json};
+
+const USER: &str = "administrator@vsphere.local";
+const PASSWORD: &str = "Sim-Pa55word!";
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A running simulator, killed when dropped.
+struct Sim {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts vsphere-sim (https with `tls`'s pair when given) and creates the scenario.
+fn start(tls: Option<(&Path, &Path, &Path)>) -> (Sim, Value) {
+    let program = cluster_bin("vsphere-sim");
+    let mut command = Command::new(&program);
+    command.args(["-user", USER, "-password", PASSWORD]);
+    if let Some((cert, key, _)) = tls {
+        command.arg("-cert").arg(cert).arg("-key").arg(key);
+    }
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("vsphere-sim starts");
+    let stdout = child.stdout.take().expect("piped");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("its URL line");
+    let url = serde_json::from_str::<Value>(&line).expect("JSON")["url"]
+        .as_str()
+        .expect("a url")
+        .to_owned();
+    let sim = Sim { child, url };
+
+    let scenario = json!({
+        "datastores": [
+            {"name": "zonal-ds", "hosts": ["DC0_C0_H0", "DC0_C0_H1"]},
+            {"name": "multi-ds", "hosts": ["DC0_C0_H0", "DC0_C1_H0"]},
+            {"name": "plain-ds", "hosts": ["DC0_H0"]},
+        ],
+        "disks": [{"name": "fcd-1", "datastore": "zonal-ds"}],
+        "categories": ["k8s-zone", "k8s-region"],
+        "tags": [
+            {"category": "k8s-zone", "name": "zone-a", "objects": ["ClusterComputeResource:DC0_C0"]},
+            {"category": "k8s-zone", "name": "zone-b", "objects": ["HostSystem:DC0_C1_H0"]},
+            {"category": "k8s-region", "name": "region-1",
+             "objects": ["ClusterComputeResource:DC0_C0", "ClusterComputeResource:DC0_C1"]},
+        ],
+    });
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("scenario.json");
+    std::fs::write(&file, scenario.to_string()).expect("scenario written");
+    let mut setup = Command::new(&program);
+    setup
+        .args([
+            "setup",
+            "-url",
+            &sim.url,
+            "-user",
+            USER,
+            "-password",
+            PASSWORD,
+            "-scenario",
+        ])
+        .arg(&file);
+    if let Some((_, _, ca)) = tls {
+        setup.arg("-ca").arg(ca);
+    }
+    let out = setup.output().expect("vsphere-sim setup runs");
+    assert!(out.status.success(), "setup: {}", String::from_utf8_lossy(&out.stderr));
+    let created: Value = serde_json::from_slice(&out.stdout).expect("setup's JSON");
+    (sim, created)
+}
+
+/// A `csi-vsphere.conf` for the simulator at `port`, with `extra` lines in its section.
+fn config(dir: &Path, password: &str, port: u16, extra: &str) -> std::path::PathBuf {
+    let path = dir.join("csi-vsphere.conf");
+    let text = format!(
+        "[Global]\ncluster-id = \"test\"\n\n[VirtualCenter \"127.0.0.1\"]\nuser = \"{USER}\"\npassword = \"{password}\"\nport = \"{port}\"\n{extra}"
+    );
+    std::fs::write(&path, text).expect("config written");
+    path
+}
+
+fn port(url: &str) -> u16 {
+    url::Url::parse(url).expect("a URL").port().expect("a port")
+}
+
+fn lookup(config: &Path, server: Option<&str>) -> VsphereLookup {
+    let mut settings = VsphereSettings::new(config);
+    settings.server = server.map(|s| SecureEndpoint::parse("the simulator", s).expect("loopback http"));
+    VsphereLookup::new(settings, DEADLINE).expect("the lookup is set up")
+}
+
+async fn answer(lookup: &VsphereLookup, volume: VolumeIdentity) -> Result<Topology, LookupError> {
+    assert!(lookup.handles(&volume), "{volume}");
+    lookup.lookup(&volume).await
+}
+
+fn zones_region(topology: &Topology) -> (Option<String>, Option<&str>) {
+    (topology.zone_label_value(), topology.region())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zones_from_the_simulators_tags() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (sim, created) = start(None);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let lookup = lookup(&config(dir.path(), PASSWORD, port(&sim.url), ""), Some(&sim.url));
+
+    let zonal = answer(
+        &lookup,
+        VolumeIdentity::in_tree(InTree::VsphereVolume, "[zonal-ds] kubevols/a.vmdk"),
+    )
+    .await;
+    let zonal = zonal.expect("zonal");
+    assert_eq!(zones_region(&zonal), (Some("zone-a".into()), Some("region-1")));
+
+    let multi = answer(
+        &lookup,
+        VolumeIdentity::csi(VSPHERE_DRIVER, "[multi-ds] kubevols/b.vmdk"),
+    )
+    .await;
+    let multi = multi.expect("multi-zone");
+    assert_eq!(zones_region(&multi), (Some("zone-a__zone-b".into()), Some("region-1")));
+
+    let fcd = created["disks"]["fcd-1"].as_str().expect("the FCD's ID");
+    let disk = answer(&lookup, VolumeIdentity::csi(VSPHERE_DRIVER, fcd))
+        .await
+        .expect("FCD");
+    assert_eq!(zones_region(&disk), (Some("zone-a".into()), Some("region-1")));
+
+    let untagged = answer(
+        &lookup,
+        VolumeIdentity::in_tree(InTree::VsphereVolume, "[plain-ds] c.vmdk"),
+    )
+    .await;
+    let text = untagged.expect_err("untagged").to_string();
+    assert!(
+        text.contains("datastore \"plain-ds\"") && text.contains("DC0_H0"),
+        "{text}"
+    );
+    assert!(text.contains("\"k8s-zone\"") && text.contains(&sim.url), "{text}");
+
+    let unknown = answer(
+        &lookup,
+        VolumeIdentity::in_tree(InTree::VsphereVolume, "[nowhere] d.vmdk"),
+    )
+    .await;
+    let text = unknown.expect_err("unknown").to_string();
+    assert!(
+        text.contains("[nowhere] d.vmdk") && text.contains("no datastore named \"nowhere\""),
+        "{text}"
+    );
+    assert!(text.contains(&sim.url), "{text}");
+
+    let missing = answer(
+        &lookup,
+        VolumeIdentity::csi(VSPHERE_DRIVER, "00000000-0000-0000-0000-000000000000"),
+    )
+    .await;
+    let text = missing.expect_err("no such FCD").to_string();
+    assert!(text.contains("no First Class Disk"), "{text}");
+
+    // A wrong password: vSphere's own fault text, never the password.
+    let wrong = lookup_with_password(dir.path(), &sim.url, "Wrong-Pa55word!");
+    let err = answer(
+        &wrong,
+        VolumeIdentity::in_tree(InTree::VsphereVolume, "[zonal-ds] a.vmdk"),
+    )
+    .await
+    .expect_err("refused");
+    let text = format!("{err} {err:?}");
+    assert!(text.contains("Login failure") && text.contains(USER), "{text}");
+    assert!(!text.contains("Wrong-Pa55word!") && !text.contains(PASSWORD), "{text}");
+}
+
+fn lookup_with_password(dir: &Path, url: &str, password: &str) -> VsphereLookup {
+    let other = dir.join("wrong");
+    std::fs::create_dir_all(&other).expect("a directory");
+    lookup(&config(&other, password, port(url), ""), Some(url))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_is_verified_against_the_configured_ca() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pki = Pki::generate().expect("a CA and a serving pair for 127.0.0.1");
+    let other = Pki::generate().expect("another CA");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("written");
+        path
+    };
+    let (cert, key, ca) = (
+        write("tls.crt", &pki.serving.cert),
+        write("tls.key", &pki.serving.key),
+        write("ca.crt", &pki.ca.cert),
+    );
+    let wrong_ca = write("wrong-ca.crt", &other.ca.cert);
+    let (sim, _) = start(Some((&cert, &key, &ca)));
+    assert!(sim.url.starts_with("https://127.0.0.1:"), "{}", sim.url);
+    let port = port(&sim.url);
+
+    let dirs: Vec<_> = (0..3).map(|i| dir.path().join(i.to_string())).collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d).expect("a directory");
+    }
+    let volume = || VolumeIdentity::in_tree(InTree::VsphereVolume, "[zonal-ds] kubevols/a.vmdk");
+    let right = lookup(
+        &config(&dirs[0], PASSWORD, port, &format!("ca-file = {}\n", ca.display())),
+        None,
+    );
+    let topology = answer(&right, volume()).await.expect("verified against the CA");
+    assert_eq!(zones_region(&topology), (Some("zone-a".into()), Some("region-1")));
+
+    let wrong = lookup(
+        &config(&dirs[1], PASSWORD, port, &format!("ca-file = {}\n", wrong_ca.display())),
+        None,
+    );
+    let text = answer(&wrong, volume()).await.expect_err("another CA").to_string();
+    assert!(
+        text.contains("https://127.0.0.1:") && text.contains("RetrieveServiceContent"),
+        "{text}"
+    );
+    assert!(text.to_lowercase().contains("certificate"), "{text}");
+
+    // insecure-flag is refused unless the caller allows it.
+    let insecure = config(&dirs[2], PASSWORD, port, "insecure-flag = \"true\"\n");
+    let err = VsphereLookup::new(VsphereSettings::new(&insecure), DEADLINE).expect_err("refused");
+    assert!(err.to_string().contains("insecure-flag"), "{err}");
+    let mut settings = VsphereSettings::new(&insecure);
+    settings.allow_insecure = true;
+    let allowed = VsphereLookup::new(settings, DEADLINE).expect("allowed");
+    let topology = answer(&allowed, volume()).await.expect("unverified, as allowed");
+    assert_eq!(zones_region(&topology), (Some("zone-a".into()), Some("region-1")));
+}
