@@ -465,3 +465,27 @@ async fn keystone_and_cinder_over_tls_with_the_config_ca_file() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_plain_http_endpoint_off_loopback_never_receives_the_token() {
+    // 192.0.2.0/24 is TEST-NET-1: refused before any connection.
+    let fake = Fake::with(|s| {
+        s["keystone"]["catalog"][3]["endpoints"][1]["url"] = "http://192.0.2.10:8776/v3/{project}".into();
+    });
+    let config = config_with(
+        &fake,
+        &format!("{APP_CREDENTIAL}application-credential-secret = {APP_SECRET}\nos-endpoint-type = internal\n"),
+    );
+    let error = lookup_of(&config, Duration::from_secs(5))
+        .lookup(&in_tree(ZONAL))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("the block-storage endpoint \"http://192.0.2.10:8776/v3/")
+            && error.contains("uses http")
+            && error.contains("set os-endpoint-type (interface) to one whose endpoint is https"),
+        "{error}"
+    );
+    assert_eq!(fake.requests(TOKENS), 1);
+}

@@ -232,3 +232,18 @@ fn use_clouds_fills_what_cloud_conf_leaves_empty() {
     assert_eq!(config.auth_url.as_str(), "http://127.0.0.1:1/identity");
     assert!(matches!(&config.credential, Credential::Password { .. }));
 }
+
+#[test]
+fn a_missing_file_is_named() {
+    let shown = OpenStackConfig::read_cloud_conf(Path::new("/nonexistent/cloud.conf"), false)
+        .expect_err("no file")
+        .to_string();
+    assert!(
+        shown.starts_with("cannot read the OpenStack config: ") && shown.contains("/nonexistent/cloud.conf"),
+        "{shown}"
+    );
+    let shown = OpenStackConfig::read_clouds_yaml(Path::new("/nonexistent/clouds.yaml"), "c", false)
+        .expect_err("no file")
+        .to_string();
+    assert!(shown.contains("/nonexistent/clouds.yaml"), "{shown}");
+}

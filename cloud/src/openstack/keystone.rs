@@ -109,7 +109,14 @@ impl KeystoneAuth {
             .and_then(|at| humantime::parse_rfc3339(at.trim()).ok())
             .ok_or_else(|| Call::garbage(KEYSTONE, url, "the token has no expires_at time"))?;
         let endpoint = match select_endpoint(&json["token"]["catalog"], &self.region, self.interface) {
-            Ok(found) => SecureEndpoint::parse("the block-storage endpoint in Keystone's catalog", found)?,
+            // The token goes to it: https, or plain http on loopback only.
+            Ok(found) => SecureEndpoint::parse("the block-storage endpoint", found).map_err(|e| {
+                let problem = format!(
+                    "{e}; the catalog's {} endpoint cannot receive the token: set os-endpoint-type (interface) to one whose endpoint is https",
+                    self.interface.as_str()
+                );
+                Call::garbage(KEYSTONE, url, problem)
+            })?,
             Err(Selection::None { found }) => {
                 return Err(OpenStackError::NoEndpoint {
                     url: crate::http::shown_url(url),
