@@ -472,7 +472,15 @@ impl VcenterClient {
         parse: impl Fn(&[u8]) -> Result<T, String>,
     ) -> Result<T, VsphereError> {
         if !status.is_success() {
-            let text = tagging::error_text(body).unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+            let text = tagging::error_text(body)
+                .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned())
+                .trim()
+                .to_owned();
+            let text = if text.is_empty() {
+                status.canonical_reason().unwrap_or("no text").to_owned()
+            } else {
+                text
+            };
             return Err(VsphereError::Status {
                 endpoint: self.endpoint().to_owned(),
                 call,

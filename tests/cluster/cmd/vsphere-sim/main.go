@@ -3,14 +3,15 @@
 // for the tests of pv-topology-webhook's vSphere lookup, and creates a
 // test's scenario in it through the vSphere APIs.
 //
-//	vsphere-sim [-user U -password P] [-cert F -key F]
+//	vsphere-sim [-user U -password P] [-cert F -key F] [-session-timeout D]
 //	    serves a VPX model (datacenter DC0; clusters DC0_C0 and DC0_C1 of
 //	    two hosts each, DC0_C<n>_H<m>; a standalone host DC0_H0) on
 //	    127.0.0.1, https with the given certificate (else plain http),
-//	    accepting only that user and password; prints one JSON line
+//	    accepting only that user and password (sessions idle for D
+//	    expire, as vCenter's do); prints one JSON line
 //	    {"url": "http[s]://127.0.0.1:PORT"} and runs until killed.
 //
-//	vsphere-sim setup -url URL -user U -password P [-ca F] -scenario FILE
+//	vsphere-sim setup -url URL -user U -password P [-ca F] [-dir D] -scenario FILE
 //	    creates the scenario FILE describes (JSON, see scenario below)
 //	    through the SOAP API (HostDatastoreSystem.CreateLocalDatastore on
 //	    each host, one shared directory per datastore, so that vCenter
@@ -92,6 +93,7 @@ func serve(args []string) error {
 	password := flags.String("password", "pass", "its password")
 	cert := flags.String("cert", "", "PEM certificate to serve https with")
 	key := flags.String("key", "", "its PEM private key")
+	idle := flags.Duration("session-timeout", 0, "idle SOAP and REST sessions expire after this (0: never)")
 	_ = flags.Parse(args)
 
 	model := simulator.VPX()
@@ -100,6 +102,14 @@ func serve(args []string) error {
 	defer model.Remove()
 	if err := model.Create(); err != nil {
 		return err
+	}
+	if *idle > 0 {
+		// vcsim's session idle watch (SOAP and the REST API) reads this option.
+		options := model.Map().OptionManager()
+		options.Setting = append(options.Setting, &types.OptionValue{
+			Key:   "config.vmacore.soap.sessionTimeout",
+			Value: idle.String(),
+		})
 	}
 	model.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(*user, *password)}
 	// The tagging REST API (vapi/simulator registers it).
@@ -132,6 +142,7 @@ func setup(args []string) error {
 	password := flags.String("password", "pass", "password")
 	ca := flags.String("ca", "", "PEM CA the simulator's certificate is verified against")
 	file := flags.String("scenario", "", "scenario JSON file")
+	base := flags.String("dir", "", "where the datastores' directories are made (default: the system's temporary directory)")
 	_ = flags.Parse(args)
 
 	var sc scenario
@@ -181,7 +192,7 @@ func setup(args []string) error {
 	finder.SetDatacenter(dc)
 
 	for _, ds := range sc.Datastores {
-		dir, err := os.MkdirTemp("", "vsphere-sim-"+ds.Name+"-")
+		dir, err := os.MkdirTemp(*base, "vsphere-sim-"+ds.Name+"-")
 		if err != nil {
 			return err
 		}

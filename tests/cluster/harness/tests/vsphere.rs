@@ -29,10 +29,11 @@ const USER: &str = "administrator@vsphere.local";
 const PASSWORD: &str = "Sim-Pa55word!";
 const DEADLINE: Duration = Duration::from_secs(10);
 
-/// A running simulator, killed when dropped.
+/// A running simulator, killed when dropped (its datastores' directories with it).
 struct Sim {
     child: Child,
     url: String,
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for Sim {
@@ -42,11 +43,12 @@ impl Drop for Sim {
     }
 }
 
-/// Starts vsphere-sim (https with `tls`'s pair when given) and creates the scenario.
-fn start(tls: Option<(&Path, &Path, &Path)>) -> (Sim, Value) {
+/// Starts vsphere-sim (https with `tls`'s pair when given, with `args`) and creates
+/// the scenario.
+fn start(tls: Option<(&Path, &Path, &Path)>, args: &[&str]) -> (Sim, Value) {
     let program = cluster_bin("vsphere-sim");
     let mut command = Command::new(&program);
-    command.args(["-user", USER, "-password", PASSWORD]);
+    command.args(["-user", USER, "-password", PASSWORD]).args(args);
     if let Some((cert, key, _)) = tls {
         command.arg("-cert").arg(cert).arg("-key").arg(key);
     }
@@ -62,7 +64,8 @@ fn start(tls: Option<(&Path, &Path, &Path)>) -> (Sim, Value) {
         .as_str()
         .expect("a url")
         .to_owned();
-    let sim = Sim { child, url };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sim = Sim { child, url, _dir: dir };
 
     let scenario = json!({
         "datastores": [
@@ -136,7 +139,7 @@ fn zones_region(topology: &Topology) -> (Option<String>, Option<&str>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zones_from_the_simulators_tags() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (sim, created) = start(None);
+    let (sim, created) = start(None, &[]);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let lookup = lookup(&config(dir.path(), PASSWORD, port(&sim.url), ""), Some(&sim.url));
 
@@ -230,7 +233,7 @@ async fn tls_is_verified_against_the_configured_ca() {
         write("ca.crt", &pki.ca.cert),
     );
     let wrong_ca = write("wrong-ca.crt", &other.ca.cert);
-    let (sim, _) = start(Some((&cert, &key, &ca)));
+    let (sim, _) = start(Some((&cert, &key, &ca)), &[]);
     assert!(sim.url.starts_with("https://127.0.0.1:"), "{}", sim.url);
     let port = port(&sim.url);
 
@@ -266,4 +269,24 @@ async fn tls_is_verified_against_the_configured_ca() {
     let allowed = VsphereLookup::new(settings, DEADLINE).expect("allowed");
     let topology = answer(&allowed, volume()).await.expect("unverified, as allowed");
     assert_eq!(zones_region(&topology), (Some("zone-a".into()), Some("region-1")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_sessions_are_renewed() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Idle SOAP and REST sessions expire after a second, as vCenter's do after 30 minutes.
+    let (sim, _) = start(None, &["-session-timeout", "1s"]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let lookup = lookup(&config(dir.path(), PASSWORD, port(&sim.url), ""), Some(&sim.url));
+    let volume = || VolumeIdentity::in_tree(InTree::VsphereVolume, "[zonal-ds] kubevols/a.vmdk");
+    for round in 0..2 {
+        let topology = answer(&lookup, volume()).await.expect("logged in (again)");
+        assert_eq!(
+            zones_region(&topology),
+            (Some("zone-a".into()), Some("region-1")),
+            "round {round}"
+        );
+        // The simulator checks once per timeout: two of them and both sessions are gone.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+    }
 }
