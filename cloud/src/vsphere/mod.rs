@@ -70,6 +70,9 @@ pub enum VsphereError {
         id: String,
         datastores: usize,
     },
+    /// None of several vCenters has the datastore or disk.
+    #[error("none of the vCenters {endpoints} has it: {last}")]
+    NotFoundAnywhere { endpoints: String, last: Box<VsphereError> },
     #[error("vCenter {endpoint}: datastore {datastore:?}: {reason}")]
     Inventory {
         endpoint: String,
@@ -81,7 +84,10 @@ pub enum VsphereError {
 impl VsphereError {
     /// The vCenter does not have the datastore or disk (another configured one may).
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Self::DatastoreNotFound { .. } | Self::DiskNotFound { .. })
+        matches!(
+            self,
+            Self::DatastoreNotFound { .. } | Self::DiskNotFound { .. } | Self::NotFoundAnywhere { .. }
+        )
     }
 }
 
@@ -211,10 +217,17 @@ impl Vsphere {
                 hosts,
             });
         }
-        Err(not_found.unwrap_or_else(|| VsphereError::Setup {
-            endpoint: String::new(),
-            reason: "no vCenter is configured".to_owned(),
-        }))
+        match not_found {
+            Some(last) if self.vcenters.len() > 1 => Err(VsphereError::NotFoundAnywhere {
+                endpoints: self.endpoints().join(", "),
+                last: Box::new(last),
+            }),
+            Some(last) => Err(last),
+            None => Err(VsphereError::Setup {
+                endpoint: String::new(),
+                reason: "no vCenter is configured".to_owned(),
+            }),
+        }
     }
 }
 

@@ -260,6 +260,28 @@ async fn tls_is_verified_against_the_configured_ca() {
     );
     assert!(text.to_lowercase().contains("certificate"), "{text}");
 
+    // Two vCenters (the simulator under two names): asked in turn, an unknown datastore
+    // names both.
+    let two = dirs[0].join("two.conf");
+    let section = |host: &str| {
+        format!(
+            "[VirtualCenter \"{host}\"]\nuser = \"{USER}\"\npassword = \"{PASSWORD}\"\nport = {port}\nca-file = {}\n",
+            ca.display()
+        )
+    };
+    std::fs::write(&two, format!("{}{}", section("localhost"), section("127.0.0.1"))).expect("written");
+    let both = lookup(&two, None);
+    let topology = answer(&both, volume()).await.expect("the first has it");
+    assert_eq!(zones_region(&topology), (Some("zone-a".into()), Some("region-1")));
+    let nowhere = VolumeIdentity::in_tree(InTree::VsphereVolume, "[nowhere] a.vmdk");
+    let text = answer(&both, nowhere).await.expect_err("in neither").to_string();
+    assert!(
+        text.contains(&format!(
+            "none of the vCenters https://localhost:{port}/, https://127.0.0.1:{port}/"
+        )),
+        "{text}"
+    );
+
     // insecure-flag is refused unless the caller allows it.
     let insecure = config(&dirs[2], PASSWORD, port, "insecure-flag = \"true\"\n");
     let err = VsphereLookup::new(VsphereSettings::new(&insecure), DEADLINE).expect_err("refused");
