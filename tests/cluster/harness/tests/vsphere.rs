@@ -12,14 +12,18 @@
 //! carry none.
 
 use std::io::{BufRead, BufReader};
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_access::SecureEndpoint;
 use cluster_harness::{Pki, cluster_bin};
 use pv_topology_webhook::builtin::VSPHERE_DRIVER;
-use pv_topology_webhook::lookup::{LookupError, TopologyLookup};
+use pv_topology_webhook::lookup::{CachedLookup, LookupError, TopologyLookup};
+use pv_topology_webhook::resolve::{Resolution, Resolver, TopologySource};
+use pv_topology_webhook::rules::Rules;
 use pv_topology_webhook::source::{InTree, VolumeIdentity};
 use pv_topology_webhook::topology::Topology;
 use pv_topology_webhook::vsphere::{VsphereLookup, VsphereSettings};
@@ -196,6 +200,33 @@ async fn zones_from_the_simulators_tags() {
     .await;
     let text = missing.expect_err("no such FCD").to_string();
     assert!(text.contains("no First Class Disk"), "{text}");
+
+    // As the program uses it: behind the shared cache, in the resolver. Disks on one
+    // datastore share an answer; a CSI volume's nodeAffinity names the driver's key.
+    let cached = Arc::new(CachedLookup::new(
+        lookup_with_password(dir.path(), &sim.url, PASSWORD),
+        NonZeroUsize::new(16).expect("not zero"),
+        Duration::from_secs(60),
+    ));
+    let resolver = Resolver::new(Rules::default()).with_lookup(cached.clone());
+    for (volume, key) in [
+        (
+            VolumeIdentity::csi(VSPHERE_DRIVER, "[multi-ds] a.vmdk"),
+            "topology.csi.vmware.com/zone",
+        ),
+        (
+            VolumeIdentity::in_tree(InTree::VsphereVolume, "[multi-ds] b.vmdk"),
+            "topology.kubernetes.io/zone",
+        ),
+    ] {
+        let Resolution::Resolved(resolved) = resolver.resolve(&volume).await else {
+            panic!("{volume} resolved")
+        };
+        assert_eq!(resolved.topology.zones(), ["zone-a", "zone-b"]);
+        assert_eq!(resolved.affinity.zone.as_deref(), Some(key));
+        assert_eq!(resolved.source, TopologySource::Lookup("vsphere".into()));
+    }
+    assert_eq!(cached.cache().len(), 1);
 
     // A wrong password: vSphere's own fault text, never the password.
     let wrong = lookup_with_password(dir.path(), &sim.url, "Wrong-Pa55word!");
