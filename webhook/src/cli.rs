@@ -39,7 +39,7 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Answer one admission.k8s.io/v1 AdmissionReview read from stdin; the answering
     /// AdmissionReview goes to stdout.
-    Review(ReviewArgs),
+    Review(Box<ReviewArgs>),
     /// Write a CA and a serving certificate for the webhook's Service (for clusters
     /// without cert-manager) and print the caBundle.
     Certs(CertsArgs),

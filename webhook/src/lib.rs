@@ -97,6 +97,22 @@ pub enum Error {
     /// A bad `--azure-*-endpoint` (the message names it).
     #[error(transparent)]
     AzureEndpoint(cloud_access::EndpointError),
+    /// The OpenStack config (the message names its path and field).
+    #[error("{flag}: {source}")]
+    OpenStackConfig {
+        flag: &'static str,
+        #[source]
+        source: cloud_access::openstack::OpenStackConfigError,
+    },
+    /// The OpenStack config turns certificate checks off and the operator did not allow it.
+    #[error("{flag}: {source}; or pass --openstack-allow-insecure-tls to allow it")]
+    OpenStackInsecure {
+        flag: &'static str,
+        #[source]
+        source: cloud_access::openstack::OpenStackConfigError,
+    },
+    #[error("--openstack-cinder-lookup: {0}")]
+    Cinder(#[from] cinder::CinderSetupError),
 }
 
 /// The server configuration the `serve` flags describe. Each file is named by its flag

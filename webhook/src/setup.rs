@@ -8,13 +8,13 @@ use std::sync::Arc;
 use cloud_access::aws::AwsConfig;
 use cloud_access::aws::endpoints::valid_region;
 
-use crate::cli::{AzureArgs, DecisionArgs, GceArgs, TopologyArgs};
+use crate::cli::{AzureArgs, DecisionArgs, GceArgs, OpenStackArgs, TopologyArgs};
 use crate::lookup::{CachedLookup, TopologyLookup};
 use crate::metrics::Metrics;
 use crate::resolve::Resolver;
 use crate::review::Reviewer;
 use crate::rules::Rules;
-use crate::{Error, azure, ebs, gce};
+use crate::{Error, azure, cinder, ebs, gce};
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file or
 /// lookup setting is refused here, at start-up.
@@ -42,7 +42,34 @@ pub fn reviewer(
         let lookup = azure_lookup(&topology.azure, topology)?;
         resolver = resolver.with_lookup(cached(Box::new(lookup), azure::NAME));
     }
+    if topology.openstack.openstack_cinder_lookup {
+        let lookup = cinder_lookup(&topology.openstack, topology)?;
+        resolver = resolver.with_lookup(cached(Box::new(lookup), cinder::NAME));
+    }
     Ok(Reviewer::new(resolver, decision.config()))
+}
+
+/// The Cinder lookup the `--openstack-*` flags describe: cloud.conf, or a cloud of a
+/// clouds.yaml when `--os-cloud` names one.
+fn cinder_lookup(args: &OpenStackArgs, topology: &TopologyArgs) -> Result<cinder::CinderLookup, Error> {
+    use cloud_access::openstack::{OpenStackConfig, OpenStackConfigError};
+    let allow_insecure = args.openstack_allow_insecure_tls;
+    let cloud = args.os_cloud.as_deref().map(str::trim).filter(|c| !c.is_empty());
+    let (flag, read) = match cloud {
+        Some(cloud) => (
+            "--openstack-clouds-file",
+            OpenStackConfig::read_clouds_yaml(&args.openstack_clouds_file, cloud, allow_insecure),
+        ),
+        None => (
+            "--openstack-cloud-config",
+            OpenStackConfig::read_cloud_conf(&args.openstack_cloud_config, allow_insecure),
+        ),
+    };
+    let config = read.map_err(|source| match source {
+        OpenStackConfigError::InsecureRefused { .. } => Error::OpenStackInsecure { flag, source },
+        source => Error::OpenStackConfig { flag, source },
+    })?;
+    Ok(cinder::CinderLookup::new(&config, topology.lookup_timeout)?)
 }
 
 /// The EBS lookup: the region from `--aws-region`, else the AWS chain's variables.

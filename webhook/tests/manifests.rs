@@ -305,61 +305,25 @@ fn the_single_replica_overlay_patches_what_it_should() {
     assert_eq!(config["webhooks"][0]["failurePolicy"], "Ignore");
 }
 
-#[test]
-fn the_gcp_overlay_turns_the_gce_lookup_on() {
-    let overlay = documents(&manifests_dir().join("overlays/gcp/kustomization.yaml"));
-    let patches = overlay[0]["patches"].as_array().unwrap();
-    let objects = base();
-    let apply = |key: &str, kind: &str| {
-        let patch = patches.iter().find(|p| p["target"]["kind"] == kind).unwrap();
-        let ops: Value = serde_yaml_ng::from_str(patch["patch"].as_str().unwrap()).unwrap();
-        let mut object = objects[key].clone();
-        json_patch::patch(&mut object, &serde_json::from_value::<json_patch::Patch>(ops).unwrap()).unwrap();
-        object
-    };
-    let account = apply("ServiceAccount/pv-topology-webhook", "ServiceAccount");
-    assert!(
-        account["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
-            .as_str()
-            .unwrap()
-            .ends_with(".iam.gserviceaccount.com")
-    );
-    let deployment = apply("Deployment/pv-topology-webhook", "Deployment");
-    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let cli = Cli::try_parse_from(std::iter::once("pv-topology-webhook").chain(args.iter().copied()))
-        .unwrap_or_else(|e| panic!("overlay args: {e}"));
-    let Command::Serve(serve) = cli.command else {
-        panic!("not serve: {args:?}");
-    };
-    assert!(serve.topology.gce.gce_lookup);
+/// The base object `key` (`Kind/name`) with the overlay's JSON patches for its kind
+/// applied, as kustomize applies them.
+fn patched_by(overlay: &str, key: &str) -> Value {
+    let kustomization = documents(&manifests_dir().join(overlay).join("kustomization.yaml"));
+    let kind = key.split('/').next().unwrap();
+    let mut object = base()[key].clone();
+    for patch in kustomization[0]["patches"].as_array().unwrap() {
+        if patch["target"]["kind"] == kind {
+            let ops: Value = serde_yaml_ng::from_str(patch["patch"].as_str().unwrap()).unwrap();
+            json_patch::patch(&mut object, &serde_json::from_value::<json_patch::Patch>(ops).unwrap()).unwrap();
+        }
+    }
+    object
 }
 
-#[test]
-fn the_azure_overlay_turns_the_disk_lookup_on() {
-    let overlay = documents(&manifests_dir().join("overlays/azure/kustomization.yaml"));
-    let patches = overlay[0]["patches"].as_array().unwrap();
-    let objects = base();
-    let apply = |key: &str, kind: &str| {
-        let patch = patches.iter().find(|p| p["target"]["kind"] == kind).unwrap();
-        let ops: Value = serde_yaml_ng::from_str(patch["patch"].as_str().unwrap()).unwrap();
-        let mut object = objects[key].clone();
-        json_patch::patch(&mut object, &serde_json::from_value::<json_patch::Patch>(ops).unwrap()).unwrap();
-        object
-    };
-    let account = apply("ServiceAccount/pv-topology-webhook", "ServiceAccount");
-    assert!(
-        account["metadata"]["annotations"]["azure.workload.identity/client-id"]
-            .as_str()
-            .is_some_and(|id| id.len() == 36)
-    );
-    let deployment = apply("Deployment/pv-topology-webhook", "Deployment");
-    let pod = &deployment["spec"]["template"];
-    assert_eq!(pod["metadata"]["labels"]["azure.workload.identity/use"], "true");
+/// The overlay's Deployment's pod, and its `serve` flags as the binary parses them.
+fn overlay_pod(overlay: &str) -> (Value, Box<pv_topology_webhook::cli::ServeArgs>) {
+    let deployment = patched_by(overlay, "Deployment/pv-topology-webhook");
+    let pod = deployment["spec"]["template"].clone();
     let args: Vec<&str> = pod["spec"]["containers"][0]["args"]
         .as_array()
         .unwrap()
@@ -367,33 +331,86 @@ fn the_azure_overlay_turns_the_disk_lookup_on() {
         .map(|a| a.as_str().unwrap())
         .collect();
     let cli = Cli::try_parse_from(std::iter::once("pv-topology-webhook").chain(args.iter().copied()))
-        .unwrap_or_else(|e| panic!("overlay args: {e}"));
+        .unwrap_or_else(|e| panic!("{overlay} args: {e}"));
     let Command::Serve(serve) = cli.command else {
-        panic!("not serve: {args:?}");
+        panic!("{overlay}: not serve: {args:?}");
     };
-    assert!(serve.topology.azure.azure_disk_lookup);
-    // The config file is in the mounted Secret, readable by the pod's group.
+    (pod, serve)
+}
+
+/// The config file a flag reads is in the Secret `secret` the pod mounts, readable by
+/// the pod's group.
+fn assert_config_mounted(overlay: &str, pod: &Value, config: &Path, volume: &str, secret: &str) {
     let mount = pod["spec"]["containers"][0]["volumeMounts"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["name"] == "azure-cloud-config")
-        .unwrap();
+        .find(|m| m["name"] == volume)
+        .unwrap_or_else(|| panic!("{overlay}: no mount of {volume}"));
     assert!(
-        serve
-            .topology
-            .azure
-            .azure_config
-            .starts_with(mount["mountPath"].as_str().unwrap())
+        config.starts_with(mount["mountPath"].as_str().unwrap()),
+        "{overlay}: {} is not under {}",
+        config.display(),
+        mount["mountPath"]
     );
     let volume = pod["spec"]["volumes"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|v| v["name"] == "azure-cloud-config")
-        .unwrap();
-    assert_eq!(volume["secret"]["secretName"], "azure-cloud-config");
-    assert_eq!(pod["spec"]["securityContext"]["fsGroup"], 65532);
+        .find(|v| v["name"] == volume)
+        .unwrap_or_else(|| panic!("{overlay}: no volume {volume}"));
+    assert_eq!(volume["secret"]["secretName"], secret, "{overlay}");
+    assert_eq!(pod["spec"]["securityContext"]["fsGroup"], 65532, "{overlay}");
+}
+
+#[test]
+fn the_gcp_overlay_turns_the_gce_lookup_on() {
+    let account = patched_by("overlays/gcp", "ServiceAccount/pv-topology-webhook");
+    assert!(
+        account["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+            .as_str()
+            .unwrap()
+            .ends_with(".iam.gserviceaccount.com")
+    );
+    let (_, serve) = overlay_pod("overlays/gcp");
+    assert!(serve.topology.gce.gce_lookup);
+}
+
+#[test]
+fn the_azure_overlay_turns_the_disk_lookup_on() {
+    let account = patched_by("overlays/azure", "ServiceAccount/pv-topology-webhook");
+    assert!(
+        account["metadata"]["annotations"]["azure.workload.identity/client-id"]
+            .as_str()
+            .is_some_and(|id| id.len() == 36)
+    );
+    let (pod, serve) = overlay_pod("overlays/azure");
+    assert_eq!(pod["metadata"]["labels"]["azure.workload.identity/use"], "true");
+    assert!(serve.topology.azure.azure_disk_lookup);
+    let config = &serve.topology.azure.azure_config;
+    assert_config_mounted(
+        "overlays/azure",
+        &pod,
+        config,
+        "azure-cloud-config",
+        "azure-cloud-config",
+    );
+}
+
+#[test]
+fn the_openstack_overlay_turns_the_cinder_lookup_on() {
+    let (pod, serve) = overlay_pod("overlays/openstack");
+    let openstack = &serve.topology.openstack;
+    assert!(openstack.openstack_cinder_lookup);
+    assert!(!openstack.openstack_allow_insecure_tls);
+    let config = &openstack.openstack_cloud_config;
+    assert_config_mounted(
+        "overlays/openstack",
+        &pod,
+        config,
+        "openstack-cloud-config",
+        "openstack-cloud-config",
+    );
 }
 
 /// With kubectl at hand, the real kustomize renders both variants; without it, the
@@ -406,6 +423,7 @@ fn kustomize_renders_when_kubectl_is_available() {
         "overlays/aws",
         "overlays/gcp",
         "overlays/azure",
+        "overlays/openstack",
     ] {
         let output = match std::process::Command::new("kubectl")
             .args(["kustomize"])

@@ -41,6 +41,12 @@ pub enum OpenStackConfigError {
         field: String,
         problem: String,
     },
+    /// `tls-insecure` (`verify: false`) without the caller's consent; the caller's
+    /// message says how to give it.
+    #[error(
+        "{path}: {field}: turns off the checking of Keystone's and Cinder's certificates, which lets anyone on the path take the credential; set ca-file to the cloud's CA bundle instead"
+    )]
+    InsecureRefused { path: PathBuf, field: String },
 }
 
 /// Which endpoints of the catalog to use (`os-endpoint-type`, `interface`).
@@ -370,10 +376,10 @@ impl Raw {
             ));
         }
         if self.insecure && !allow_insecure {
-            return Err(source.refused(
-                "tls-insecure",
-                "turns off the checking of Keystone's and Cinder's certificates, which lets anyone on the path take the credential; refused unless explicitly allowed (the webhook's flag for it): set ca-file to the cloud's CA bundle instead",
-            ));
+            return Err(OpenStackConfigError::InsecureRefused {
+                path: source.path.to_owned(),
+                field: source.field("tls-insecure"),
+            });
         }
         let credential = self.credential(source)?;
         let (ca_file, ca_roots) = match &self.ca_file {

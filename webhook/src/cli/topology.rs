@@ -9,6 +9,11 @@ use suite_program::duration;
 
 /// Where cloud-provider-azure's config is on a node, and so `--azure-config`'s default.
 pub const DEFAULT_AZURE_CONFIG: &str = "/etc/kubernetes/azure.json";
+/// Where the OpenStack cloud provider's and Cinder CSI driver's manifests mount
+/// `cloud.conf`, and so `--openstack-cloud-config`'s default.
+pub const DEFAULT_OPENSTACK_CLOUD_CONFIG: &str = "/etc/config/cloud.conf";
+/// The system-wide `clouds.yaml` of OpenStack's clients, `--openstack-clouds-file`'s default.
+pub const DEFAULT_OPENSTACK_CLOUDS_FILE: &str = "/etc/openstack/clouds.yaml";
 
 /// Where topology comes from.
 #[derive(Debug, Clone, Args)]
@@ -57,6 +62,8 @@ pub struct TopologyArgs {
     pub gce: GceArgs,
     #[command(flatten)]
     pub azure: AzureArgs,
+    #[command(flatten)]
+    pub openstack: OpenStackArgs,
 }
 
 /// The EBS lookup.
@@ -143,4 +150,42 @@ pub struct AzureArgs {
     /// or plain http on loopback only.
     #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_AZURE_IMDS_ENDPOINT")]
     pub azure_imds_endpoint: Option<String>,
+}
+
+/// The Cinder volume lookup.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "OpenStack Cinder lookup")]
+pub struct OpenStackArgs {
+    /// Look up OpenStack Cinder volumes (in-tree cinder volumeID and
+    /// cinder.csi.openstack.org handles) with Cinder's volume API: the zone is the
+    /// volume's availability zone, the region the config's. Credentials come from
+    /// --openstack-cloud-config (application credential or password), or from
+    /// --openstack-clouds-file when --os-cloud is set.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_CINDER_LOOKUP")]
+    pub openstack_cinder_lookup: bool,
+    /// The OpenStack cloud provider's cloud.conf ([Global] auth-url, region, credentials;
+    /// [BlockStorage] ignore-volume-az), for --openstack-cinder-lookup. Read at start-up.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_CLOUD_CONFIG",
+        default_value = DEFAULT_OPENSTACK_CLOUD_CONFIG
+    )]
+    pub openstack_cloud_config: PathBuf,
+    /// Read the credentials of this cloud from --openstack-clouds-file instead of
+    /// --openstack-cloud-config, for --openstack-cinder-lookup.
+    #[arg(long, value_name = "NAME", env = "PV_TOPOLOGY_WEBHOOK_OS_CLOUD")]
+    pub os_cloud: Option<String>,
+    /// The clouds.yaml that --os-cloud names a cloud of.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_CLOUDS_FILE",
+        default_value = DEFAULT_OPENSTACK_CLOUDS_FILE
+    )]
+    pub openstack_clouds_file: PathBuf,
+    /// Allow the config's tls-insecure (clouds.yaml: verify: false), which turns off
+    /// the check of Keystone's and Cinder's certificates; refused without this flag.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_ALLOW_INSECURE_TLS")]
+    pub openstack_allow_insecure_tls: bool,
 }
