@@ -51,8 +51,14 @@ impl Drop for Sim {
 /// the scenario.
 fn start(tls: Option<(&Path, &Path, &Path)>, args: &[&str]) -> (Sim, Value) {
     let program = cluster_bin("vsphere-sim");
+    let dir = tempfile::tempdir().expect("a temporary directory");
     let mut command = Command::new(&program);
-    command.args(["-user", USER, "-password", PASSWORD]).args(args);
+    // The simulator's own files (govcsim-*) go with the test's directory, even when it
+    // is killed before it can remove them.
+    command
+        .args(["-user", USER, "-password", PASSWORD])
+        .args(args)
+        .env("TMPDIR", dir.path());
     if let Some((cert, key, _)) = tls {
         command.arg("-cert").arg(cert).arg("-key").arg(key);
     }
@@ -68,7 +74,6 @@ fn start(tls: Option<(&Path, &Path, &Path)>, args: &[&str]) -> (Sim, Value) {
         .as_str()
         .expect("a url")
         .to_owned();
-    let dir = tempfile::tempdir().expect("a temporary directory");
     let sim = Sim { child, url, _dir: dir };
 
     let scenario = json!({
@@ -86,22 +91,16 @@ fn start(tls: Option<(&Path, &Path, &Path)>, args: &[&str]) -> (Sim, Value) {
              "objects": ["ClusterComputeResource:DC0_C0", "ClusterComputeResource:DC0_C1"]},
         ],
     });
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join("scenario.json");
+    // The datastores' directories, in the simulator's directory.
+    let file = sim._dir.path().join("scenario.json");
     std::fs::write(&file, scenario.to_string()).expect("scenario written");
     let mut setup = Command::new(&program);
     setup
-        .args([
-            "setup",
-            "-url",
-            &sim.url,
-            "-user",
-            USER,
-            "-password",
-            PASSWORD,
-            "-scenario",
-        ])
-        .arg(&file);
+        .args(["setup", "-url", &sim.url, "-user", USER, "-password", PASSWORD])
+        .arg("-scenario")
+        .arg(&file)
+        .arg("-dir")
+        .arg(sim._dir.path());
     if let Some((_, _, ca)) = tls {
         setup.arg("-ca").arg(ca);
     }
