@@ -206,10 +206,14 @@ fn kill_loop(setup: &Setup, runs: usize, delay_us: Option<u64>) -> Tally {
             tally.killed_after += 1;
         }
     }
-    // The next uninterrupted write reuses what a kill left and removes it.
-    let status = command(setup, "eth0", None).status().expect("run node-ip-helper");
+    // The next uninterrupted write (of the other choice: an unchanged file is
+    // not written) reuses what a kill left and removes it.
+    let other = usize::from(std::fs::read(&setup.env_file).expect("env file") == setup.contents[0]);
+    let status = command(setup, &format!("eth{other}"), None)
+        .status()
+        .expect("run node-ip-helper");
     assert!(status.success());
-    assert_eq!(std::fs::read(&setup.env_file).expect("env file"), setup.contents[0]);
+    assert_eq!(std::fs::read(&setup.env_file).expect("env file"), setup.contents[other]);
     assert_eq!(
         std::fs::read_dir(dir).expect("read the directory").count(),
         1,
