@@ -113,6 +113,17 @@ pub enum Error {
     },
     #[error("--openstack-cinder-lookup: {0}")]
     Cinder(#[from] cinder::CinderSetupError),
+    /// The vSphere config (the message names its path and field).
+    #[error("--vsphere-config: {0}")]
+    VsphereConfig(#[source] cloud_access::vsphere::ConfigError),
+    /// The vSphere config turns certificate checks off and the operator did not allow it.
+    #[error("--vsphere-config: {0}; or pass --vsphere-allow-insecure-tls to allow it")]
+    VsphereInsecure(#[source] cloud_access::vsphere::VsphereError),
+    #[error("--vsphere-lookup: {0}")]
+    Vsphere(#[source] vsphere::VsphereSetupError),
+    /// A bad `--vsphere-endpoint` (the message names it).
+    #[error(transparent)]
+    VsphereEndpoint(cloud_access::EndpointError),
 }
 
 /// The server configuration the `serve` flags describe. Each file is named by its flag

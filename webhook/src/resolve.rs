@@ -128,6 +128,10 @@ impl Resolver {
                 "--gce-lookup (or --rules)"
             } else if crate::azure::disk_uri(volume).is_some() {
                 "--azure-disk-lookup (or --rules)"
+            } else if crate::cinder::volume_id(volume).is_some() {
+                "--openstack-cinder-lookup (or --rules)"
+            } else if crate::vsphere::handle(volume).is_some() {
+                "--vsphere-lookup (or --rules)"
             } else {
                 "--rules"
             };

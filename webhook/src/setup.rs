@@ -8,13 +8,13 @@ use std::sync::Arc;
 use cloud_access::aws::AwsConfig;
 use cloud_access::aws::endpoints::valid_region;
 
-use crate::cli::{AzureArgs, DecisionArgs, GceArgs, OpenStackArgs, TopologyArgs};
+use crate::cli::{AzureArgs, DecisionArgs, GceArgs, OpenStackArgs, TopologyArgs, VsphereArgs};
 use crate::lookup::{CachedLookup, TopologyLookup};
 use crate::metrics::Metrics;
 use crate::resolve::Resolver;
 use crate::review::Reviewer;
 use crate::rules::Rules;
-use crate::{Error, azure, cinder, ebs, gce};
+use crate::{Error, azure, cinder, ebs, gce, vsphere};
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file or
 /// lookup setting is refused here, at start-up.
@@ -46,7 +46,32 @@ pub fn reviewer(
         let lookup = cinder_lookup(&topology.openstack, topology)?;
         resolver = resolver.with_lookup(cached(Box::new(lookup), cinder::NAME));
     }
+    if topology.vsphere.vsphere_lookup {
+        let lookup = vsphere_lookup(&topology.vsphere, topology)?;
+        resolver = resolver.with_lookup(cached(Box::new(lookup), vsphere::NAME));
+    }
     Ok(Reviewer::new(resolver, decision.config()))
+}
+
+/// The vSphere lookup the `--vsphere-*` flags describe: the CSI driver's config read
+/// here (its password used at the first lookup).
+fn vsphere_lookup(args: &VsphereArgs, topology: &TopologyArgs) -> Result<vsphere::VsphereLookup, Error> {
+    use cloud_access::vsphere::VsphereError;
+    let settings = vsphere::VsphereSettings {
+        config_file: args.vsphere_config.clone(),
+        server: endpoint_flag("--vsphere-endpoint", args.vsphere_endpoint.as_deref())
+            .map_err(Error::VsphereEndpoint)?,
+        zone_category: args.vsphere_zone_category.clone(),
+        region_category: args.vsphere_region_category.clone(),
+        allow_insecure: args.vsphere_allow_insecure_tls,
+    };
+    vsphere::VsphereLookup::new(settings, topology.lookup_timeout).map_err(|error| match error {
+        vsphere::VsphereSetupError::Client(source @ VsphereError::InsecureRefused { .. }) => {
+            Error::VsphereInsecure(source)
+        }
+        vsphere::VsphereSetupError::Config(source) => Error::VsphereConfig(source),
+        error => Error::Vsphere(error),
+    })
 }
 
 /// The Cinder lookup the `--openstack-*` flags describe: cloud.conf, or a cloud of a

@@ -413,6 +413,22 @@ fn the_openstack_overlay_turns_the_cinder_lookup_on() {
     );
 }
 
+#[test]
+fn the_vsphere_overlay_turns_the_vsphere_lookup_on() {
+    let (pod, serve) = overlay_pod("overlays/vsphere");
+    let vsphere = &serve.topology.vsphere;
+    assert!(vsphere.vsphere_lookup);
+    assert!(!vsphere.vsphere_allow_insecure_tls);
+    let config = &vsphere.vsphere_config;
+    assert_config_mounted(
+        "overlays/vsphere",
+        &pod,
+        config,
+        "vsphere-config",
+        "vsphere-config-secret",
+    );
+}
+
 /// With kubectl at hand, the real kustomize renders both variants; without it, the
 /// checks above stand alone.
 #[test]
@@ -424,6 +440,7 @@ fn kustomize_renders_when_kubectl_is_available() {
         "overlays/gcp",
         "overlays/azure",
         "overlays/openstack",
+        "overlays/vsphere",
     ] {
         let output = match std::process::Command::new("kubectl")
             .args(["kustomize"])

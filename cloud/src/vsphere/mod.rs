@@ -30,6 +30,12 @@ use crate::SecureEndpoint;
 pub enum VsphereError {
     #[error("vCenter {endpoint}: {reason}")]
     Setup { endpoint: String, reason: String },
+    /// `insecure-flag` without the caller's consent; the caller's message says how to
+    /// give it.
+    #[error(
+        "vCenter {endpoint}: the config sets insecure-flag (do not verify vCenter's certificate), which lets anyone on the path take the password: give ca-file instead"
+    )]
+    InsecureRefused { endpoint: String },
     #[error("vCenter {endpoint}: {call}: {reason}")]
     Transport {
         endpoint: String,
@@ -169,9 +175,8 @@ impl Vsphere {
                 Some(server) => server.url().clone(),
                 None => base_url(vcenter)?,
             };
-            let trust = trust(vcenter, allow_insecure).map_err(|reason| VsphereError::Setup {
+            let trust = trust(vcenter, allow_insecure).ok_or_else(|| VsphereError::InsecureRefused {
                 endpoint: base.to_string(),
-                reason,
             })?;
             vcenters.push(VcenterClient::new(
                 base,
@@ -252,17 +257,13 @@ fn base_url(vcenter: &VcenterConfig) -> Result<Url, VsphereError> {
 }
 
 /// How a vCenter's certificate is checked: its `ca-file`, else the system's roots;
-/// `insecure-flag` only when the caller allows it.
-pub fn trust(vcenter: &VcenterConfig, allow_insecure: bool) -> Result<Trust, String> {
+/// `insecure-flag` only when the caller allows it (`None`: refused).
+pub fn trust(vcenter: &VcenterConfig, allow_insecure: bool) -> Option<Trust> {
     match (&vcenter.ca_file, vcenter.insecure) {
-        (Some(ca), _) => Ok(Trust::CaFile(ca.clone())),
-        (None, true) if allow_insecure => Ok(Trust::Insecure),
-        (None, true) => Err(
-            "the config sets insecure-flag (do not verify vCenter's certificate), which is refused unless \
-             explicitly allowed: give ca-file, or allow insecure vCenter connections"
-                .to_owned(),
-        ),
-        (None, false) => Ok(Trust::System),
+        (Some(ca), _) => Some(Trust::CaFile(ca.clone())),
+        (None, true) if allow_insecure => Some(Trust::Insecure),
+        (None, true) => None,
+        (None, false) => Some(Trust::System),
     }
 }
 
@@ -318,13 +319,13 @@ mod tests {
         .expect("config")
         .vcenters
         .remove(0);
-        assert_eq!(trust(&vc, true), Ok(Trust::Insecure));
-        assert!(trust(&vc, false).expect_err("refused").contains("insecure-flag"));
+        assert_eq!(trust(&vc, true), Some(Trust::Insecure));
+        assert_eq!(trust(&vc, false), None);
         vc.ca_file = Some("/ca.pem".into());
-        assert_eq!(trust(&vc, false), Ok(Trust::CaFile("/ca.pem".into())));
+        assert_eq!(trust(&vc, false), Some(Trust::CaFile("/ca.pem".into())));
         vc.insecure = false;
         vc.ca_file = None;
-        assert_eq!(trust(&vc, false), Ok(Trust::System));
+        assert_eq!(trust(&vc, false), Some(Trust::System));
         assert_eq!(base_url(&vc).map(|u| u.to_string()), Ok("https://vc/".to_owned()));
         vc.host = "fd00::1".into();
         vc.port = 8443;

@@ -15,6 +15,10 @@ pub const DEFAULT_OPENSTACK_CLOUD_CONFIG: &str = "/etc/config/cloud.conf";
 /// The system-wide `clouds.yaml` of OpenStack's clients, `--openstack-clouds-file`'s default.
 pub const DEFAULT_OPENSTACK_CLOUDS_FILE: &str = "/etc/openstack/clouds.yaml";
 
+/// Where the vSphere CSI driver's manifests mount its config Secret, and so
+/// `--vsphere-config`'s default.
+pub const DEFAULT_VSPHERE_CONFIG: &str = "/etc/cloud/csi-vsphere.conf";
+
 /// Where topology comes from.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Topology sources")]
@@ -64,6 +68,8 @@ pub struct TopologyArgs {
     pub azure: AzureArgs,
     #[command(flatten)]
     pub openstack: OpenStackArgs,
+    #[command(flatten)]
+    pub vsphere: VsphereArgs,
 }
 
 /// The EBS lookup.
@@ -188,4 +194,50 @@ pub struct OpenStackArgs {
     /// the check of Keystone's and Cinder's certificates; refused without this flag.
     #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_ALLOW_INSECURE_TLS")]
     pub openstack_allow_insecure_tls: bool,
+}
+
+/// The vSphere volume lookup.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "vSphere lookup")]
+pub struct VsphereArgs {
+    /// Look up vSphere volumes (in-tree vsphereVolume paths and csi.vsphere.vmware.com
+    /// handles) in vCenter: the zone and region are the tags (of --vsphere-zone-category
+    /// and --vsphere-region-category) on the hosts that mount the volume's datastore, or
+    /// on their nearest tagged ancestor. Credentials come from --vsphere-config.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_LOOKUP")]
+    pub vsphere_lookup: bool,
+    /// The vSphere CSI driver's config (csi-vsphere.conf: [Global] or
+    /// [VirtualCenter "host"] with user, password, ca-file, port), mounted from its
+    /// Secret, for --vsphere-lookup. Read at start-up.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_CONFIG",
+        default_value = DEFAULT_VSPHERE_CONFIG
+    )]
+    pub vsphere_config: PathBuf,
+    /// vCenter's base URL instead of the config's host and port (a proxy, tests): https,
+    /// or plain http on loopback only.
+    #[arg(long, value_name = "URL", env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_ENDPOINT")]
+    pub vsphere_endpoint: Option<String>,
+    /// The tag category whose tags name zones, for --vsphere-lookup.
+    #[arg(
+        long,
+        value_name = "CATEGORY",
+        env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_ZONE_CATEGORY",
+        default_value = crate::vsphere::DEFAULT_ZONE_CATEGORY
+    )]
+    pub vsphere_zone_category: String,
+    /// The tag category whose tags name regions, for --vsphere-lookup.
+    #[arg(
+        long,
+        value_name = "CATEGORY",
+        env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_REGION_CATEGORY",
+        default_value = crate::vsphere::DEFAULT_REGION_CATEGORY
+    )]
+    pub vsphere_region_category: String,
+    /// Allow the config's insecure-flag, which turns off the check of vCenter's
+    /// certificate; refused without this flag.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_ALLOW_INSECURE_TLS")]
+    pub vsphere_allow_insecure_tls: bool,
 }

@@ -30,6 +30,7 @@ mod moto;
 mod pki;
 mod process;
 mod tls_proxy;
+pub mod vsphere_sim;
 pub mod webhook;
 
 pub use cluster::{SERVICE_ACCOUNT_ISSUER, TestCluster};

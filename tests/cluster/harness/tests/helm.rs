@@ -177,7 +177,7 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 
 /// Each kustomize directory of manifests/webhook and the chart's values
 /// that must give the same objects.
-const EQUIVALENTS: [(&str, Option<&str>); 7] = [
+const EQUIVALENTS: [(&str, Option<&str>); 8] = [
     ("manifests/webhook", None),
     ("manifests/webhook/base", None),
     (
@@ -188,6 +188,7 @@ const EQUIVALENTS: [(&str, Option<&str>); 7] = [
     ("manifests/webhook/overlays/gcp", Some("ci/gcp-values.yaml")),
     ("manifests/webhook/overlays/azure", Some("ci/azure-values.yaml")),
     ("manifests/webhook/overlays/openstack", Some("ci/openstack-values.yaml")),
+    ("manifests/webhook/overlays/vsphere", Some("ci/vsphere-values.yaml")),
 ];
 
 #[test]

@@ -115,3 +115,87 @@ async fn cinder_pvs_are_stored_with_the_zone_and_region_cinder_gives() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn vsphere_pvs_are_stored_with_the_zones_of_their_datastores_hosts() {
+    use cluster_harness::vsphere_sim;
+    let (sim, created) = vsphere_sim::start(None, &[]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let port = url::Url::parse(&sim.url)
+        .expect("the simulator's URL")
+        .port()
+        .expect("a port");
+    let conf = vsphere_sim::config(dir.path(), vsphere_sim::PASSWORD, port, "");
+    let config = format!("--vsphere-config={}", conf.display());
+    let endpoint = format!("--vsphere-endpoint={}", sim.url);
+
+    let cluster = TestCluster::start().await;
+    let client = cluster.client();
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let served = serve(&["--vsphere-lookup", &config, &endpoint], &[]);
+    register(&client, &served.webhook.url(), &served.ca_bundle, "Fail").await;
+    wait_labeled(&pvs).await;
+    let post = PostParams::default();
+
+    // In-tree, a datastore whose hosts are all in zone-a (tagged on their cluster).
+    let zonal = pv(
+        "vsphere-in-tree",
+        json!({}),
+        json!({}),
+        json!({"vsphereVolume": {"volumePath": "[zonal-ds] kubevols/pv-1.vmdk", "fsType": "ext4"}}),
+    );
+    pvs.create(&post, &zonal).await.expect("the in-tree PV created");
+    let stored = pvs.get("vsphere-in-tree").await.expect("the in-tree PV read");
+    assert_eq!(labels(&stored), json!({ZONE: "zone-a", REGION: "region-1"}));
+    assert_eq!(
+        affinity(&stored),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": ZONE, "operator": "In", "values": ["zone-a"]},
+            {"key": REGION, "operator": "In", "values": ["region-1"]}
+        ]}]}})
+    );
+
+    // CSI, a datastore mounted in zone-a and zone-b: both zones, one In term on the
+    // vSphere CSI driver's key.
+    let multi = pv(
+        "vsphere-csi-multi",
+        json!({}),
+        json!({}),
+        json!({"csi": {"driver": "csi.vsphere.vmware.com", "volumeHandle": "[multi-ds] kubevols/pv-2.vmdk"}}),
+    );
+    pvs.create(&post, &multi).await.expect("the CSI PV created");
+    let stored = pvs.get("vsphere-csi-multi").await.expect("the CSI PV read");
+    assert_eq!(labels(&stored), json!({ZONE: "zone-a__zone-b", REGION: "region-1"}));
+    assert_eq!(
+        affinity(&stored),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.csi.vmware.com/zone", "operator": "In", "values": ["zone-a", "zone-b"]}
+        ]}]}})
+    );
+
+    // CSI, a First Class Disk's ID: its datastore's zone.
+    let fcd = created["disks"]["fcd-1"]
+        .as_str()
+        .expect("the FCD's ID from setup")
+        .to_owned();
+    let disk = pv(
+        "vsphere-csi-fcd",
+        json!({}),
+        json!({}),
+        json!({"csi": {"driver": "csi.vsphere.vmware.com", "volumeHandle": fcd}}),
+    );
+    pvs.create(&post, &disk).await.expect("the FCD PV created");
+    let stored = pvs.get("vsphere-csi-fcd").await.expect("the FCD PV read");
+    assert_eq!(labels(&stored), json!({ZONE: "zone-a", REGION: "region-1"}));
+
+    // An untagged datastore is refused, naming it (failurePolicy Fail, --on-lookup-error deny).
+    let plain = pv(
+        "vsphere-untagged",
+        json!({}),
+        json!({}),
+        json!({"vsphereVolume": {"volumePath": "[plain-ds] kubevols/pv-3.vmdk"}}),
+    );
+    let refused = pvs.create(&post, &plain).await.expect_err("refused");
+    let text = message(&refused);
+    assert!(text.contains("plain-ds") && text.contains("vsphere"), "{text}");
+}

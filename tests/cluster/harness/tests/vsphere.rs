@@ -4,22 +4,16 @@
 //! chosen hosts, a First Class Disk, zone/region tags on clusters and a host), then
 //! `VsphereLookup` answers for zonal, multi-zone, untagged and unknown datastores, an
 //! FCD ID, a wrong password, and over TLS with the right and a wrong CA. Everything on
-//! 127.0.0.1.
-//!
-//! The simulator's inventory: datacenter DC0; clusters DC0_C0 and DC0_C1 of hosts
-//! DC0_C<n>_H0 and _H1; a standalone host DC0_H0. Tags: zone-a on cluster DC0_C0,
-//! zone-b on host DC0_C1_H0, region-1 on both clusters; DC0_H0 and its ancestors
-//! carry none.
+//! 127.0.0.1. The inventory and scenario: `cluster_harness::vsphere_sim`.
 
-use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_access::SecureEndpoint;
-use cluster_harness::{Pki, cluster_bin};
+use cluster_harness::Pki;
+use cluster_harness::vsphere_sim::{PASSWORD, USER, config, start};
 use pv_topology_webhook::builtin::VSPHERE_DRIVER;
 use pv_topology_webhook::lookup::{CachedLookup, LookupError, TopologyLookup};
 use pv_topology_webhook::resolve::{Resolution, Resolver, TopologySource};
@@ -27,98 +21,8 @@ use pv_topology_webhook::rules::Rules;
 use pv_topology_webhook::source::{InTree, VolumeIdentity};
 use pv_topology_webhook::topology::Topology;
 use pv_topology_webhook::vsphere::{VsphereLookup, VsphereSettings};
-use serde_json::{Value, json};
 
-const USER: &str = "administrator@vsphere.local";
-const PASSWORD: &str = "Sim-Pa55word!";
 const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A running simulator, killed when dropped (its datastores' directories with it).
-struct Sim {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts vsphere-sim (https with `tls`'s pair when given, with `args`) and creates
-/// the scenario.
-fn start(tls: Option<(&Path, &Path, &Path)>, args: &[&str]) -> (Sim, Value) {
-    let program = cluster_bin("vsphere-sim");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let mut command = Command::new(&program);
-    // The simulator's own files (govcsim-*) go with the test's directory, even when it
-    // is killed before it can remove them.
-    command
-        .args(["-user", USER, "-password", PASSWORD])
-        .args(args)
-        .env("TMPDIR", dir.path());
-    if let Some((cert, key, _)) = tls {
-        command.arg("-cert").arg(cert).arg("-key").arg(key);
-    }
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("vsphere-sim starts");
-    let stdout = child.stdout.take().expect("piped");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("its URL line");
-    let url = serde_json::from_str::<Value>(&line).expect("JSON")["url"]
-        .as_str()
-        .expect("a url")
-        .to_owned();
-    let sim = Sim { child, url, _dir: dir };
-
-    let scenario = json!({
-        "datastores": [
-            {"name": "zonal-ds", "hosts": ["DC0_C0_H0", "DC0_C0_H1"]},
-            {"name": "multi-ds", "hosts": ["DC0_C0_H0", "DC0_C1_H0"]},
-            {"name": "plain-ds", "hosts": ["DC0_H0"]},
-        ],
-        "disks": [{"name": "fcd-1", "datastore": "zonal-ds"}],
-        "categories": ["k8s-zone", "k8s-region"],
-        "tags": [
-            {"category": "k8s-zone", "name": "zone-a", "objects": ["ClusterComputeResource:DC0_C0"]},
-            {"category": "k8s-zone", "name": "zone-b", "objects": ["HostSystem:DC0_C1_H0"]},
-            {"category": "k8s-region", "name": "region-1",
-             "objects": ["ClusterComputeResource:DC0_C0", "ClusterComputeResource:DC0_C1"]},
-        ],
-    });
-    // The datastores' directories, in the simulator's directory.
-    let file = sim._dir.path().join("scenario.json");
-    std::fs::write(&file, scenario.to_string()).expect("scenario written");
-    let mut setup = Command::new(&program);
-    setup
-        .args(["setup", "-url", &sim.url, "-user", USER, "-password", PASSWORD])
-        .arg("-scenario")
-        .arg(&file)
-        .arg("-dir")
-        .arg(sim._dir.path());
-    if let Some((_, _, ca)) = tls {
-        setup.arg("-ca").arg(ca);
-    }
-    let out = setup.output().expect("vsphere-sim setup runs");
-    assert!(out.status.success(), "setup: {}", String::from_utf8_lossy(&out.stderr));
-    let created: Value = serde_json::from_slice(&out.stdout).expect("setup's JSON");
-    (sim, created)
-}
-
-/// A `csi-vsphere.conf` for the simulator at `port`, with `extra` lines in its section.
-fn config(dir: &Path, password: &str, port: u16, extra: &str) -> std::path::PathBuf {
-    let path = dir.join("csi-vsphere.conf");
-    let text = format!(
-        "[Global]\ncluster-id = \"test\"\n\n[VirtualCenter \"127.0.0.1\"]\nuser = \"{USER}\"\npassword = \"{password}\"\nport = \"{port}\"\n{extra}"
-    );
-    std::fs::write(&path, text).expect("config written");
-    path
-}
 
 fn port(url: &str) -> u16 {
     url::Url::parse(url).expect("a URL").port().expect("a port")

@@ -1,0 +1,122 @@
+//! `pv-topology-webhook review` with the on-prem lookups' flags, where no vCenter is
+//! needed: settings the binary refuses at start-up (exit status 1, a message naming
+//! the flag, the file and the field, never the password), and the warning a Cinder or
+//! vSphere PV gets when its lookup is off. The lookups' answers are tested against
+//! govmomi's simulator in the cluster tier (tests/cluster/harness/tests/vsphere.rs,
+//! onprem.rs) and against the Keystone/Cinder fake (cinder.rs, cinder_cli.rs).
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{create_review, csi, pv, review_binary};
+use serde_json::json;
+
+const PASSWORD: &str = "vc-Pa55word-do-not-log";
+
+/// The binary's exit status and stderr for `args`, with a vSphere PV on stdin.
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
+        .arg("review")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let review = create_review(pv(
+        json!({"vsphereVolume": {"volumePath": "[ds1] kubevols/pv-1.vmdk"}}),
+        None,
+    ));
+    // The command may stop before reading stdin: a refused write is fine.
+    let _ = std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &review);
+    let out = child.wait_with_output().expect("the binary ends");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn bad_vsphere_settings_stop_the_command_naming_what_to_fix() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("written");
+        format!("--vsphere-config={}", path.display())
+    };
+    let section = format!("[VirtualCenter \"127.0.0.1\"]\nuser = \"u@vsphere.local\"\npassword = \"{PASSWORD}\"\n");
+    let good = write("good.conf", &section);
+    let insecure = write("insecure.conf", &format!("{section}insecure-flag = \"true\"\n"));
+    let bad_bool = write("bad-bool.conf", &format!("{section}insecure-flag = \"maybe\"\n"));
+    let missing = format!("--vsphere-config={}", dir.path().join("missing.conf").display());
+    for (args, words) in [
+        (vec![missing.as_str()], vec!["--vsphere-config", "missing.conf"]),
+        (
+            vec![bad_bool.as_str()],
+            vec!["--vsphere-config", "bad-bool.conf", "insecure-flag"],
+        ),
+        (
+            vec![insecure.as_str()],
+            vec![
+                "--vsphere-config",
+                "insecure-flag",
+                "ca-file",
+                "--vsphere-allow-insecure-tls",
+            ],
+        ),
+        (
+            vec![good.as_str(), "--vsphere-endpoint=http://vcenter.example/"],
+            vec!["--vsphere-endpoint"],
+        ),
+        (
+            vec![good.as_str(), "--vsphere-zone-category=k8s-region"],
+            vec!["--vsphere-lookup", "categories"],
+        ),
+    ] {
+        let mut all = vec!["--vsphere-lookup"];
+        all.extend(&args);
+        let (status, stderr) = run(&all);
+        assert_eq!(status, Some(1), "{args:?}: {stderr}");
+        for word in words {
+            assert!(stderr.contains(word), "{args:?}: {word:?} not in {stderr}");
+        }
+        assert!(!stderr.contains(PASSWORD), "{stderr}");
+    }
+    // Allowed by the operator, the insecure config starts; the PV is admitted without
+    // topology when its vCenter (nothing listens on 127.0.0.1:1) cannot be asked.
+    let (status, stderr) = run(&[
+        "--vsphere-lookup",
+        &insecure,
+        "--vsphere-allow-insecure-tls",
+        "--vsphere-endpoint=https://127.0.0.1:1/",
+        "--on-lookup-error=allow",
+        "--lookup-timeout=500ms",
+    ]);
+    assert_eq!(status, Some(0), "{stderr}");
+}
+
+#[test]
+fn cinder_and_vsphere_pvs_name_their_lookup_flag_when_it_is_off() {
+    for (spec, flag) in [
+        (
+            json!({"cinder": {"volumeID": "5a1c9e0e-1f6e-4d55-9a3e-3b0f4e0c7d11"}}),
+            "--openstack-cinder-lookup",
+        ),
+        (
+            csi("cinder.csi.openstack.org", "5a1c9e0e-1f6e-4d55-9a3e-3b0f4e0c7d11"),
+            "--openstack-cinder-lookup",
+        ),
+        (
+            json!({"vsphereVolume": {"volumePath": "[ds1] kubevols/pv-1.vmdk"}}),
+            "--vsphere-lookup",
+        ),
+        (
+            csi("csi.vsphere.vmware.com", "[ds1] kubevols/pv-1.vmdk"),
+            "--vsphere-lookup",
+        ),
+    ] {
+        let answer = review_binary(&[], &[], pv(spec.clone(), None));
+        assert!(answer.allowed(), "{spec}");
+        assert_eq!(answer.outcome(), "not-configured", "{spec}");
+        let warnings = answer.response()["warnings"].to_string();
+        assert!(warnings.contains(&format!("{flag} (or --rules)")), "{spec}: {warnings}");
+    }
+}
