@@ -3,10 +3,15 @@
 //! turned into the cloud's typed error with its own reading of the error
 //! body and every secret of the call cut out.
 //!
-//! Each cloud's error implements [`CloudError`] (through
-//! [`cloud_error!`]): the variants every cloud shares
-//! (`NotFound`, `Api`, `Deadline`, `Transport`, `Garbage`, `TooLarge`) and how
+//! Each cloud's error is declared by [`cloud_error!`] (in [`error`]), which
+//! writes the variants every cloud shares (`NotFound`, `Api`, `Deadline`,
+//! `Transport`, `Garbage`, `TooLarge`, `Client`, `InvalidName`), their
+//! accessors and [`CloudError`]: the cloud's name, its own variants and how
 //! its error bodies are read are all a cloud supplies.
+
+mod error;
+
+pub(crate) use error::{CODE_LIMIT, MESSAGE_LIMIT, cloud_error, raw_message, remote_text, show_detail};
 
 use std::marker::PhantomData;
 use std::time::Instant;
@@ -33,48 +38,6 @@ pub(crate) trait CloudError: Sized {
     fn garbage(service: &'static str, url: String, problem: String) -> Self;
     fn too_large(service: &'static str, source: BodyError) -> Self;
 }
-
-/// Implements [`CloudError`] for an error enum with the shared variants and
-/// an `ErrorDetail` with `parse(body, secrets)`.
-macro_rules! cloud_error {
-    ($error:ident, $detail:ty) => {
-        impl $crate::api::CloudError for $error {
-            type Detail = $detail;
-            fn detail(body: &[u8], secrets: &[&str]) -> $detail {
-                <$detail>::parse(body, secrets)
-            }
-            fn not_found(service: &'static str, url: String, detail: $detail) -> Self {
-                $error::NotFound { service, url, detail }
-            }
-            fn api(service: &'static str, url: String, status: u16, detail: $detail) -> Self {
-                $error::Api {
-                    service,
-                    url,
-                    status,
-                    detail,
-                }
-            }
-            fn deadline(service: &'static str, url: String, after: std::time::Duration) -> Self {
-                $error::Deadline { service, url, after }
-            }
-            fn transport(service: &'static str, url: String, reason: String) -> Self {
-                $error::Transport { service, url, reason }
-            }
-            fn garbage(service: &'static str, url: String, problem: String) -> Self {
-                $error::Garbage {
-                    service,
-                    url,
-                    problem,
-                }
-            }
-            fn too_large(service: &'static str, source: $crate::http::BodyError) -> Self {
-                $error::TooLarge { service, source }
-            }
-        }
-    };
-}
-
-pub(crate) use cloud_error;
 
 /// An answer, whatever its status.
 pub(crate) struct Answer {

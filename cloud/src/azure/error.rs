@@ -9,117 +9,26 @@
 //! [`clean_text`] with those secrets.
 
 use std::fmt;
-use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::api::{CODE_LIMIT, MESSAGE_LIMIT, raw_message, remote_text, show_detail};
 use crate::files::FileError;
-use crate::http::BodyError;
-use crate::logging::clean_text;
 
-/// The most of Azure's message kept in an error.
-const MESSAGE_LIMIT: usize = 500;
-/// The most of a code kept (they are short identifiers).
-const CODE_LIMIT: usize = 100;
-
-#[derive(Debug, thiserror::Error)]
-pub enum AzureError {
-    /// Azure answered 404: the resource (a disk, a resource group) does not
-    /// exist. Distinct from other refusals.
-    #[error("{service}: {url} not found (HTTP 404: {detail})")]
-    NotFound {
-        service: &'static str,
-        url: String,
+crate::api::cloud_error! {
+    pub enum AzureError {
+        cloud: "Azure",
         detail: ErrorDetail,
-    },
-    /// Azure answered with an error status other than 404.
-    #[error("{service} answered HTTP {status} for {url}: {detail}")]
-    Api {
-        service: &'static str,
-        url: String,
-        status: u16,
-        detail: ErrorDetail,
-    },
-    /// No answer within the caller's deadline (or the client's timeout).
-    #[error("{service} did not answer {url} within {after:?}")]
-    Deadline {
-        service: &'static str,
-        url: String,
-        after: Duration,
-    },
-    #[error("cannot reach {service} at {url}: {reason}")]
-    Transport {
-        service: &'static str,
-        url: String,
-        reason: String,
-    },
-    /// An answer we cannot use (a success without a token, a registry
-    /// challenge that is not Bearer, …).
-    #[error("{service} sent an unusable answer for {url}: {problem}")]
-    Garbage {
-        service: &'static str,
-        url: String,
-        problem: String,
-    },
-    #[error("{service}: {source}")]
-    TooLarge {
-        service: &'static str,
-        #[source]
-        source: BodyError,
-    },
-    #[error(transparent)]
-    Client(#[from] crate::http::HttpClientError),
-    #[error(transparent)]
-    Endpoint(#[from] crate::endpoint::EndpointError),
-    /// A value that cannot stand where it would be sent (a path segment, a
-    /// registry host); nothing was sent.
-    #[error("{what} {value:?} is not valid: {problem}")]
-    InvalidName {
-        what: &'static str,
-        value: String,
-        problem: &'static str,
-    },
-    /// The federated token (client assertion) file could not be read.
-    #[error("the federated token file: {0}")]
-    AssertionFile(#[source] FileError),
-    /// The cloud config names no way to get a token.
-    #[error(
-        "the Azure cloud config names no credentials: set useManagedIdentityExtension, aadClientId with aadClientSecret, or useFederatedWorkloadIdentityExtension with aadFederatedTokenFile"
-    )]
-    NoCredentials,
-}
-
-crate::api::cloud_error!(AzureError, ErrorDetail);
-
-impl AzureError {
-    /// True for Azure's 404: the resource does not exist.
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, AzureError::NotFound { .. })
-    }
-
-    /// The HTTP status Azure answered, for API errors.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            AzureError::NotFound { .. } => Some(404),
-            AzureError::Api { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// Azure's error details, for API errors.
-    pub fn detail(&self) -> Option<&ErrorDetail> {
-        match self {
-            AzureError::NotFound { detail, .. } | AzureError::Api { detail, .. } => Some(detail),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn invalid(what: &'static str, value: &str, problem: &'static str) -> Self {
-        AzureError::InvalidName {
-            what,
-            value: clean_text(value, &[], 80),
-            problem,
-        }
+        invalid: "{what} {value:?} is not valid: {problem}",
+        transparent: [Endpoint(crate::endpoint::EndpointError)],
+        /// The federated token (client assertion) file could not be read.
+        #[error("the federated token file: {0}")]
+        AssertionFile(#[source] FileError),
+        /// The cloud config names no way to get a token.
+        #[error(
+            "the Azure cloud config names no credentials: set useManagedIdentityExtension, aadClientId with aadClientSecret, or useFederatedWorkloadIdentityExtension with aadFederatedTokenFile"
+        )]
+        NoCredentials,
     }
 }
 
@@ -138,11 +47,7 @@ pub struct ErrorDetail {
 
 impl fmt::Display for ErrorDetail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.code, &self.message) {
-            (Some(code), Some(message)) => write!(f, "{code}: {message}"),
-            (Some(text), None) | (None, Some(text)) => f.write_str(text),
-            (None, None) => f.write_str("no error details in the answer"),
-        }
+        show_detail(f, self.code.as_deref(), self.message.as_deref())
     }
 }
 
@@ -150,20 +55,11 @@ impl ErrorDetail {
     /// Reads an error body in any of Azure's shapes; anything else is kept
     /// as the message. Every run of a secret in `secrets` is cut out.
     pub fn parse(body: &[u8], secrets: &[&str]) -> Self {
-        let text = |value: &Value, limit| {
-            value
-                .as_str()
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| clean_text(s, secrets, limit))
-        };
+        let text = |value: &Value, limit| remote_text(value, secrets, limit);
         let Ok(json) = serde_json::from_slice::<Value>(body) else {
-            let body = String::from_utf8_lossy(body);
             return Self {
                 code: None,
-                message: Some(body.trim())
-                    .filter(|b| !b.is_empty())
-                    .map(|b| clean_text(b, secrets, MESSAGE_LIMIT)),
+                message: raw_message(body, secrets),
             };
         };
         let error = &json["error"];

@@ -7,103 +7,27 @@
 //! every piece of remote text goes through [`clean_text`] with those secrets.
 
 use std::fmt;
-use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::http::BodyError;
-use crate::logging::clean_text;
+use crate::api::{CODE_LIMIT, MESSAGE_LIMIT, raw_message, remote_text, show_detail};
 use crate::metadata::MetadataError;
 
-/// The most of Google's message kept in an error.
-const MESSAGE_LIMIT: usize = 500;
 /// The most of a reason or status kept (they are short identifiers).
-const REASON_LIMIT: usize = 100;
+const REASON_LIMIT: usize = CODE_LIMIT;
 
-#[derive(Debug, thiserror::Error)]
-pub enum GcpError {
-    /// The metadata server failed or is not there.
-    #[error(transparent)]
-    Metadata(#[from] MetadataError),
-    /// Google answered 404: the resource (a disk in that zone, say) does not
-    /// exist. Distinct from other refusals: the webhook tries several zones.
-    #[error("{service}: {url} not found (HTTP 404: {detail})")]
-    NotFound {
-        service: &'static str,
-        url: String,
+crate::api::cloud_error! {
+    pub enum GcpError {
+        cloud: "Google",
         detail: ErrorDetail,
-    },
-    /// Google answered with an error status other than 404.
-    #[error("{service} answered HTTP {status} for {url}: {detail}")]
-    Api {
-        service: &'static str,
-        url: String,
-        status: u16,
-        detail: ErrorDetail,
-    },
-    /// No answer within the caller's deadline (or the client's timeout).
-    #[error("{service} did not answer {url} within {after:?}")]
-    Deadline {
-        service: &'static str,
-        url: String,
-        after: Duration,
-    },
-    #[error("cannot reach {service} at {url}: {reason}")]
-    Transport {
-        service: &'static str,
-        url: String,
-        reason: String,
-    },
-    /// A success status with an answer we cannot use.
-    #[error("{service} sent an unusable answer for {url}: {problem}")]
-    Garbage {
-        service: &'static str,
-        url: String,
-        problem: String,
-    },
-    #[error("{service}: {source}")]
-    TooLarge {
-        service: &'static str,
-        #[source]
-        source: BodyError,
-    },
-    #[error(transparent)]
-    Client(#[from] crate::http::HttpClientError),
-    /// A name that cannot be one segment of an API path; nothing was sent.
-    #[error("{what} {value:?} is not a valid name: {problem}")]
-    InvalidName {
-        what: &'static str,
-        value: String,
-        problem: &'static str,
-    },
-    /// `GCE_METADATA_HOST` (or the value given in its place) is not `host[:port]`.
-    #[error("GCE_METADATA_HOST {value:?} {problem}")]
-    MetadataHost { value: String, problem: String },
-}
-
-crate::api::cloud_error!(GcpError, ErrorDetail);
-
-impl GcpError {
-    /// True for Google's 404: the resource does not exist.
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, GcpError::NotFound { .. })
-    }
-
-    /// The HTTP status Google answered, for API errors.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            GcpError::NotFound { .. } => Some(404),
-            GcpError::Api { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// Google's error details, for API errors.
-    pub fn detail(&self) -> Option<&ErrorDetail> {
-        match self {
-            GcpError::NotFound { detail, .. } | GcpError::Api { detail, .. } => Some(detail),
-            _ => None,
-        }
+        invalid: "{what} {value:?} is not a valid name: {problem}",
+        transparent: [
+            /// The metadata server failed or is not there.
+            Metadata(MetadataError),
+        ],
+        /// `GCE_METADATA_HOST` (or the value given in its place) is not `host[:port]`.
+        #[error("GCE_METADATA_HOST {value:?} {problem}")]
+        MetadataHost { value: String, problem: String },
     }
 }
 
@@ -129,12 +53,7 @@ impl fmt::Display for ErrorDetail {
             (Some(code), _) | (None, Some(code)) => Some(code.clone()),
             (None, None) => None,
         };
-        match (code, &self.message) {
-            (Some(code), Some(message)) => write!(f, "{code}: {message}"),
-            (Some(code), None) => f.write_str(&code),
-            (None, Some(message)) => f.write_str(message),
-            (None, None) => f.write_str("no error details in the answer"),
-        }
+        show_detail(f, code.as_deref(), self.message.as_deref())
     }
 }
 
@@ -143,19 +62,10 @@ impl ErrorDetail {
     /// (`{"error": "...", "error_description": "..."}`); anything else is
     /// kept as the message. Every run of a secret in `secrets` is cut out.
     pub fn parse(body: &[u8], secrets: &[&str]) -> Self {
-        let text = |value: &Value, limit| {
-            value
-                .as_str()
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| clean_text(s, secrets, limit))
-        };
+        let text = |value: &Value, limit| remote_text(value, secrets, limit);
         let Ok(json) = serde_json::from_slice::<Value>(body) else {
-            let body = String::from_utf8_lossy(body);
             return Self {
-                message: Some(body.trim())
-                    .filter(|b| !b.is_empty())
-                    .map(|b| clean_text(b, secrets, MESSAGE_LIMIT)),
+                message: raw_message(body, secrets),
                 ..Self::default()
             };
         };

@@ -152,11 +152,11 @@ impl GceMetadata {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
         if !valid {
-            return Err(GcpError::InvalidName {
-                what: "metadata attribute",
-                value: crate::logging::clean_text(name, &[], 80),
-                problem: "only letters, digits, '-' and '_' may appear in it",
-            });
+            return Err(GcpError::invalid(
+                "metadata attribute",
+                name,
+                "only letters, digits, '-' and '_' may appear in it",
+            ));
         }
         Ok(self
             .client

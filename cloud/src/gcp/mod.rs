@@ -57,11 +57,7 @@ pub(crate) fn base_url(endpoint: &SecureEndpoint) -> url::Url {
 /// `+` in e-mail addresses), never `/`, `?`, `%`, `.` or `..`, so a name from
 /// a PersistentVolume or an annotation cannot reach another resource.
 pub(crate) fn check_name<'a>(what: &'static str, value: &'a str) -> Result<&'a str, GcpError> {
-    let invalid = |problem| GcpError::InvalidName {
-        what,
-        value: crate::logging::clean_text(value, &[], 80),
-        problem,
-    };
+    let invalid = |problem| GcpError::invalid(what, value, problem);
     if value.is_empty() {
         return Err(invalid("it is empty"));
     }
