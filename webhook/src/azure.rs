@@ -37,7 +37,7 @@ use cloud_access::azure::{
 use tokio::sync::OnceCell;
 
 use crate::builtin::AZURE_DISK_DRIVER;
-use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
+use crate::lookup::LookupError;
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
@@ -325,23 +325,7 @@ pub fn topology_of(disk: &Disk) -> Result<Topology, LookupError> {
     Topology::new(zones, Some(region)).map_err(|e| invalid(e.to_string()))
 }
 
-impl TopologyLookup for AzureDiskLookup {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn handles(&self, volume: &VolumeIdentity) -> bool {
-        disk_uri(volume).is_some()
-    }
-
-    fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
-        Box::pin(self.find(volume))
-    }
-
-    fn cache_key(&self, volume: &VolumeIdentity) -> String {
-        cache_key(volume)
-    }
-}
+crate::lookup::cloud_lookup!(AzureDiskLookup, name: NAME, answers_for: disk_uri, cache_key: cache_key);
 
 #[cfg(test)]
 mod tests {

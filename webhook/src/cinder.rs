@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use cloud_access::openstack::{OpenStackConfig, OpenStackError, Volume, VolumesClient, volumes_client};
 
 use crate::builtin::CINDER_DRIVER;
-use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
+use crate::lookup::LookupError;
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
@@ -119,23 +119,7 @@ pub fn topology_of(volume: &Volume, region: &str, ignore_volume_az: bool) -> Res
         .map_err(|e| LookupError::Invalid(format!("Cinder volume {:?}: {e}", volume.id)))
 }
 
-impl TopologyLookup for CinderLookup {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn handles(&self, volume: &VolumeIdentity) -> bool {
-        volume_id(volume).is_some()
-    }
-
-    fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
-        Box::pin(self.find(volume))
-    }
-
-    fn cache_key(&self, volume: &VolumeIdentity) -> String {
-        cache_key(volume)
-    }
-}
+crate::lookup::cloud_lookup!(CinderLookup, name: NAME, answers_for: volume_id, cache_key: cache_key);
 
 #[cfg(test)]
 mod tests {

@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use cloud_access::aws::{AwsClient, AwsConfig, AwsCredentials, AwsError, CredentialsChain, ec2};
 
 use crate::builtin::aws_region_of_zone;
-use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
+use crate::lookup::LookupError;
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
+/// The lookup's name: audit annotations, messages and metrics.
+pub const NAME: &str = "aws-ebs";
 pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
 
 /// Where the lookup's AWS credentials come from.
@@ -72,7 +74,8 @@ impl EbsLookup {
         self
     }
 
-    async fn describe(&self, volume_id: &str) -> Result<Topology, LookupError> {
+    async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
+        let volume_id = self::volume_id(volume).ok_or(LookupError::NotFound)?;
         let deadline = Instant::now() + self.deadline;
         let credentials = match &self.credentials {
             Credentials::Chain(chain) => chain
@@ -124,26 +127,13 @@ pub fn volume_id(volume: &VolumeIdentity) -> Option<&str> {
     (id.starts_with("vol-") && id.len() > 4 && id[4..].bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }
 
-impl TopologyLookup for EbsLookup {
-    fn name(&self) -> &str {
-        "aws-ebs"
-    }
-
-    fn handles(&self, volume: &VolumeIdentity) -> bool {
-        volume_id(volume).is_some()
-    }
-
-    fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
-        Box::pin(async move {
-            let id = volume_id(volume).ok_or(LookupError::NotFound)?;
-            self.describe(id).await
-        })
-    }
-
-    fn cache_key(&self, volume: &VolumeIdentity) -> String {
-        volume_id(volume).map_or_else(|| volume.to_string(), str::to_owned)
-    }
+/// The key a volume's answer is cached and shared under: the volume ID, so that the
+/// in-tree and CSI forms of one volume share.
+pub fn cache_key(volume: &VolumeIdentity) -> String {
+    volume_id(volume).map_or_else(|| volume.to_string(), str::to_owned)
 }
+
+crate::lookup::cloud_lookup!(EbsLookup, name: NAME, answers_for: volume_id, cache_key: cache_key);
 
 #[cfg(test)]
 mod tests {

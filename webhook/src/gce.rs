@@ -27,9 +27,12 @@ pub use self::place::{
     DiskRef, GceScope, Hint, Place, ScopeError, ScopeSetting, Search, UNSPECIFIED, cache_key, conclude, disk_ref,
     topology_of,
 };
-use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
+use crate::lookup::LookupError;
 use crate::source::VolumeIdentity;
 use crate::topology::Topology;
+
+/// The lookup's name: audit annotations, messages and metrics.
+pub const NAME: &str = "gce";
 
 /// How errors tell the operator to change what the lookup looks in (the program's
 /// flags); the library names none.
@@ -284,20 +287,4 @@ async fn get(
     }
 }
 
-impl TopologyLookup for GceLookup {
-    fn name(&self) -> &str {
-        "gce"
-    }
-
-    fn handles(&self, volume: &VolumeIdentity) -> bool {
-        disk_ref(volume).is_some()
-    }
-
-    fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
-        Box::pin(self.find(volume))
-    }
-
-    fn cache_key(&self, volume: &VolumeIdentity) -> String {
-        cache_key(volume)
-    }
-}
+crate::lookup::cloud_lookup!(GceLookup, name: NAME, answers_for: disk_ref, cache_key: cache_key);

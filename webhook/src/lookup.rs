@@ -83,6 +83,33 @@ impl<L: TopologyLookup + ?Sized> TopologyLookup for $pointer<L> {
 
 forward_lookup!(Arc, Box);
 
+/// Implements [`TopologyLookup`] for a cloud's lookup from its parts: its name, the
+/// function that finds what it looks up in a volume (`Some` for the volumes it
+/// answers for), its `async fn find(&self, &VolumeIdentity)`, and its cache-key
+/// function. Each cloud then writes only what differs.
+macro_rules! cloud_lookup {
+    ($lookup:ty, name: $name:expr, answers_for: $answers_for:path, cache_key: $cache_key:path) => {
+        impl $crate::lookup::TopologyLookup for $lookup {
+            fn name(&self) -> &str {
+                $name
+            }
+
+            fn handles(&self, volume: &$crate::source::VolumeIdentity) -> bool {
+                $answers_for(volume).is_some()
+            }
+
+            fn lookup<'a>(&'a self, volume: &'a $crate::source::VolumeIdentity) -> $crate::lookup::LookupFuture<'a> {
+                Box::pin(self.find(volume))
+            }
+
+            fn cache_key(&self, volume: &$crate::source::VolumeIdentity) -> String {
+                $cache_key(volume)
+            }
+        }
+    };
+}
+pub(crate) use cloud_lookup;
+
 /// A lookup behind a [`LoadingCache`]: answers are kept for `ttl` (at most `capacity`
 /// of them), and concurrent reviews of one volume share one call (a caller that gives
 /// up, at the resolver's deadline, hands it to one still waiting). Only successful answers are

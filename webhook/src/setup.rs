@@ -33,10 +33,10 @@ pub fn reviewer(
         Arc::new(cached)
     };
     if topology.aws.aws_ebs_lookup {
-        resolver = resolver.with_lookup(cached(Box::new(ebs_lookup(topology)?), "aws-ebs"));
+        resolver = resolver.with_lookup(cached(Box::new(ebs_lookup(topology)?), ebs::NAME));
     }
     if topology.gce.gce_lookup {
-        resolver = resolver.with_lookup(cached(Box::new(gce_lookup(&topology.gce, topology)?), "gce"));
+        resolver = resolver.with_lookup(cached(Box::new(gce_lookup(&topology.gce, topology)?), gce::NAME));
     }
     if topology.azure.azure_disk_lookup {
         let lookup = azure_lookup(&topology.azure, topology)?;

@@ -32,7 +32,7 @@ use cloud_access::SecureEndpoint;
 use cloud_access::vsphere::{ConfigError, DiskRef, HostLabels, Placement, Vsphere, VsphereConfig, VsphereError};
 
 use crate::builtin::VSPHERE_DRIVER;
-use crate::lookup::{LookupError, LookupFuture, TopologyLookup};
+use crate::lookup::LookupError;
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
@@ -219,23 +219,7 @@ fn host_names(hosts: &[HostLabels]) -> String {
     names.join(", ")
 }
 
-impl TopologyLookup for VsphereLookup {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn handles(&self, volume: &VolumeIdentity) -> bool {
-        handle(volume).is_some()
-    }
-
-    fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> LookupFuture<'a> {
-        Box::pin(self.find(volume))
-    }
-
-    fn cache_key(&self, volume: &VolumeIdentity) -> String {
-        cache_key(volume)
-    }
-}
+crate::lookup::cloud_lookup!(VsphereLookup, name: NAME, answers_for: handle, cache_key: cache_key);
 
 #[cfg(test)]
 mod tests {
