@@ -8,9 +8,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use common::{create_review, csi, patched, pv, review_binary};
+use common::{csi, patched, pv, review_binary, review_output};
 use serde_json::json;
 use test_fakes::OpenStackFake as Fake;
 
@@ -33,19 +32,7 @@ fn fixture_for(fake: &Fake, name: &str, dir: &Path) -> std::path::PathBuf {
 
 /// The binary's exit status and stderr for `args`, with a CSI Cinder PV on stdin.
 fn failing(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
-        .arg("review")
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    let review = create_review(pv(csi(DRIVER, ZONAL), None));
-    // The command may stop before reading stdin: a refused write is fine.
-    let _ = std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &review);
-    let out = child.wait_with_output().expect("the binary ends");
+    let out = review_output(args, env, pv(csi(DRIVER, ZONAL), None));
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 

@@ -7,30 +7,15 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-
-use common::{create_review, csi, pv, review_binary};
+use common::{csi, pv, review_binary, review_output};
 use serde_json::json;
 
 const PASSWORD: &str = "vc-Pa55word-do-not-log";
 
 /// The binary's exit status and stderr for `args`, with a vSphere PV on stdin.
 fn run(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
-        .arg("review")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    let review = create_review(pv(
-        json!({"vsphereVolume": {"volumePath": "[ds1] kubevols/pv-1.vmdk"}}),
-        None,
-    ));
-    // The command may stop before reading stdin: a refused write is fine.
-    let _ = std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &review);
-    let out = child.wait_with_output().expect("the binary ends");
+    let spec = json!({"vsphereVolume": {"volumePath": "[ds1] kubevols/pv-1.vmdk"}});
+    let out = review_output(args, &[], pv(spec, None));
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 

@@ -188,8 +188,8 @@ impl Answer {
 }
 
 /// The `review` subcommand of the built binary, `review ARGS…` with `env`, on a
-/// CREATE review of `pv`; it must exit 0. Its answer.
-pub fn review_binary(args: &[&str], env: &[(&str, &str)], pv: Value) -> Answer {
+/// CREATE review of `pv`, whatever its exit status.
+pub fn review_output(args: &[&str], env: &[(&str, &str)], pv: Value) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
         .arg("review")
         .args(args)
@@ -199,8 +199,15 @@ pub fn review_binary(args: &[&str], env: &[(&str, &str)], pv: Value) -> Answer {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &create_review(pv)).unwrap();
-    let out = child.wait_with_output().unwrap();
+    // A command refused at start-up may exit before reading stdin: a refused write
+    // is fine, its exit status and stderr say why.
+    let _ = std::io::Write::write_all(&mut child.stdin.take().unwrap(), &create_review(pv));
+    child.wait_with_output().unwrap()
+}
+
+/// [`review_output`] that must exit 0: its answer.
+pub fn review_binary(args: &[&str], env: &[(&str, &str)], pv: Value) -> Answer {
+    let out = review_output(args, env, pv);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     Answer {
         review: serde_json::from_slice(&out.stdout).unwrap(),
