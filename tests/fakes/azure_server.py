@@ -93,21 +93,18 @@ usage: azure_server.py SCENARIO.json
 """
 import base64
 import json
-import sys
-import threading
 import time
 import uuid
 from collections import Counter
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from fakebase import LOCK, FakeHandler, serve
 
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 ARM_AUDIENCES = {"https://management.core.windows.net", "https://management.azure.com"}
 ACR_AUDIENCE = "https://containerregistry.azure.net"
 
-LOCK = threading.Lock()
-REQUESTS = Counter()
 ISSUED = {}  # token -> (expires at, audience)
 SERIAL = Counter()
 
@@ -151,28 +148,7 @@ def acr_error(code, message):
     return {"errors": [{"code": code, "message": message, "detail": None}]}
 
 
-class Handler(BaseHTTPRequestHandler):
-    scenario = {}
-
-    def log_message(self, *args):  # keep test output quiet
-        pass
-
-    def reply(self, status, body, content_type="application/json", headers=()):
-        if not isinstance(body, str):
-            body = json.dumps(body)
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def count(self, key):
-        with LOCK:
-            REQUESTS[key] += 1
-
+class Handler(FakeHandler):
     def form(self):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(min(length, 1 << 20)).decode(errors="replace")
@@ -191,8 +167,7 @@ class Handler(BaseHTTPRequestHandler):
         path = unquote(url.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         if path == "/__requests":
-            with LOCK:
-                return self.reply(200, dict(REQUESTS))
+            return self.counters()
         self.count(f"GET {path}")
         if path == "/metadata/identity/oauth2/token":
             return self.imds_token(query)
@@ -485,12 +460,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        Handler.scenario = json.load(f)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
+    serve(Handler)
 
 
 if __name__ == "__main__":

@@ -66,13 +66,12 @@ usage: gcp_server.py SCENARIO.json
 """
 import json
 import re
-import sys
-import threading
 import time
 from collections import Counter
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from fakebase import LOCK, FakeHandler, serve
 
 METADATA_ROOT = "/computeMetadata/v1/"
 COMPUTE_URL = "https://www.googleapis.com/compute/v1/"
@@ -83,8 +82,6 @@ TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
 JWT = "urn:ietf:params:oauth:token-type:jwt"
 
-LOCK = threading.Lock()
-REQUESTS = Counter()
 ISSUED = {}  # token -> (expires at, scopes)
 SERIAL = Counter()
 
@@ -113,28 +110,7 @@ UNAUTHENTICATED = google_error(
     "other valid authentication credential.", reason="authError")
 
 
-class Handler(BaseHTTPRequestHandler):
-    scenario = {}
-
-    def log_message(self, *args):  # keep test output quiet
-        pass
-
-    def reply(self, status, body, content_type="application/json", headers=()):
-        if not isinstance(body, str):
-            body = json.dumps(body)
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def count(self, path):
-        with LOCK:
-            REQUESTS[f"{self.command} {path}"] += 1
-
+class Handler(FakeHandler):
     def bearer(self):
         """The scopes of a valid bearer token this fake issued, or None."""
         auth = self.headers.get("Authorization", "")
@@ -160,9 +136,8 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         path = unquote(url.path)
         if path == "/__requests":
-            with LOCK:
-                return self.reply(200, dict(REQUESTS))
-        self.count(path)
+            return self.counters()
+        self.count(f"{self.command} {path}")
         if path.startswith(METADATA_ROOT) or path.rstrip("/") == METADATA_ROOT.rstrip("/"):
             return self.metadata(path[len(METADATA_ROOT):], parse_qs(url.query))
         if path.startswith("/compute/v1/"):
@@ -175,7 +150,7 @@ class Handler(BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         if path == "/__sts/subject_tokens":
             return self.accept_subject_token()
-        self.count(path)
+        self.count(f"{self.command} {path}")
         if path == "/v1/token":
             return self.sts()
         match = re.fullmatch(r"/v1/projects/-/serviceAccounts/([^/]+):generateAccessToken", path)
@@ -371,12 +346,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        Handler.scenario = json.load(f)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
+    serve(Handler)
 
 
 if __name__ == "__main__":

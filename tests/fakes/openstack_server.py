@@ -72,19 +72,17 @@ import json
 import re
 import ssl
 import sys
-import threading
 import time
 from collections import Counter
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
+
+from fakebase import LOCK, FakeHandler, Server, serve
 
 BLOCK_STORAGE = ("block-storage", "volumev3", "volumev2", "volume", "block-store")
 UNAUTHORIZED = {"error": {"code": 401, "title": "Unauthorized",
                           "message": "The request you have made requires authentication."}}
 
-LOCK = threading.Lock()
-REQUESTS = Counter()
 ISSUED = {}  # token -> (expires at, project id)
 SERIAL = Counter()
 
@@ -99,26 +97,8 @@ def unauthorized(message=None):
     return {"error": {"code": 401, "title": "Unauthorized", "message": message}}
 
 
-class Handler(BaseHTTPRequestHandler):
-    scenario = {}
+class Handler(FakeHandler):
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):  # keep test output quiet
-        pass
-
-    def reply(self, status, body, headers=()):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def count(self, key):
-        with LOCK:
-            REQUESTS[key] += 1
 
     def base(self):
         scheme = "https" if self.scenario.get("tls") else "http"
@@ -127,8 +107,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = unquote(urlsplit(self.path).path)
         if path == "/__requests":
-            with LOCK:
-                return self.reply(200, dict(REQUESTS))
+            return self.counters()
         self.count(f"GET {path}")
         return self.cinder(path)
 
@@ -295,27 +274,24 @@ class Handler(BaseHTTPRequestHandler):
                 "os-vol-tenant-attr:tenant_id": project_id, "links": []}
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
+class TlsServer(Server):
     def handle_error(self, request, client_address):
         # A client refusing the certificate (a test of exactly that) is no news.
         if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError)):
             super().handle_error(request, client_address)
 
 
-def main():
-    with open(sys.argv[1]) as f:
-        Handler.scenario = json.load(f)
-    server = Server(("127.0.0.1", 0), Handler)
+def with_tls(server):
     tls = Handler.scenario.get("tls")
     if tls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(tls["cert"], tls["key"])
         # The handshake happens in each request's thread, not in accept().
         server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
+
+
+def main():
+    serve(Handler, TlsServer, with_tls)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,9 @@
 //! assert_eq!(fake.requests("GET /metadata/identity/oauth2/token"), 0);
 //! ```
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use serde_json::Value;
-
-use super::{Process, call, python, read, scenario_file, script, workspace_root};
+use super::{FakeKind, PyFake, call, read, workspace_root};
 
 /// `tests/data/azure/<name>`.
 pub fn azure_data(name: &str) -> PathBuf {
@@ -35,69 +30,24 @@ pub fn azure_federated_token(accepted: bool) -> String {
     read(&azure_data(name)).trim().to_owned()
 }
 
+/// The Azure fake: `tests/fakes/azure_server.py` with `tests/data/azure/`;
+/// its `exchange grant_type=G` counters count the registry's exchanges by
+/// grant type.
+pub struct Azure;
+
+impl FakeKind for Azure {
+    const SCRIPT: &'static str = "azure_server.py";
+    const DATA: &'static str = "azure";
+    const NOT_REQUESTS: &'static [&'static str] = &["exchange "];
+}
+
 /// `tests/fakes/azure_server.py` on 127.0.0.1: IMDS (`/metadata/…`), Entra
 /// ID (`/{tenant}/oauth2/v2.0/token`), ARM (`/subscriptions/…`,
 /// `/metadata/endpoints`) and a registry (`/v2/`, `/oauth2/exchange`) on one
 /// port. Killed when dropped.
-pub struct AzureFake {
-    _process: Process,
-    /// The port it listens on, on 127.0.0.1.
-    pub port: u16,
-}
+pub type AzureFake = PyFake<Azure>;
 
 impl AzureFake {
-    /// The fake with `tests/data/azure/scenario.json` as it is.
-    pub fn start() -> Self {
-        Self::with(|_| {})
-    }
-
-    /// The fake with `tests/data/azure/scenario.json` after `edit`.
-    pub fn with(edit: impl FnOnce(&mut Value)) -> Self {
-        let path = azure_data("scenario.json");
-        let mut scenario: Value =
-            serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-        edit(&mut scenario);
-        Self::from_scenario(&scenario)
-    }
-
-    /// The fake with `scenario` (the format `azure_server.py` describes).
-    pub fn from_scenario(scenario: &Value) -> Self {
-        let file = scenario_file(scenario);
-        let path = file.path().to_owned();
-        let (process, port) = Process::spawn(python(), &script("azure_server.py"), &path, Some(file));
-        AzureFake {
-            _process: process,
-            port,
-        }
-    }
-
-    /// `http://127.0.0.1:PORT/`: the base of IMDS, Entra ID and ARM.
-    pub fn base(&self) -> String {
-        format!("http://127.0.0.1:{}/", self.port)
-    }
-
-    /// `127.0.0.1:PORT`: the fake as a registry name.
-    pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// How many `METHOD /path` requests (or `exchange grant_type=G`
-    /// exchanges) the fake has answered (0 for none).
-    pub fn requests(&self, key: &str) -> u64 {
-        self.counts()[key].as_u64().unwrap_or(0)
-    }
-
-    /// How many requests the fake has answered in all.
-    pub fn all_requests(&self) -> u64 {
-        let counts = self.counts();
-        let counts = counts.as_object().expect("/__requests answers an object");
-        counts
-            .iter()
-            .filter(|(key, _)| !key.starts_with("exchange "))
-            .filter_map(|(_, count)| count.as_u64())
-            .sum()
-    }
-
     /// From now on, Entra ID accepts `token` as a client assertion for
     /// application `client_id` of `tenant` (besides the scenario's
     /// `assertions`): for tokens issued while the test runs, such as a
@@ -117,31 +67,15 @@ impl AzureFake {
             self.base()
         )
     }
-
-    /// `/__requests`: the counters so far.
-    pub fn counts(&self) -> Value {
-        let what = format!("GET {}__requests", self.base());
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let timeout = Some(Duration::from_secs(10));
-        stream
-            .set_read_timeout(timeout)
-            .and_then(|()| stream.set_write_timeout(timeout))
-            .and_then(|()| stream.write_all(b"GET /__requests HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let mut answer = String::new();
-        stream
-            .read_to_string(&mut answer)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let (head, body) = answer
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("{what}: not an HTTP answer: {answer:?}"));
-        assert!(head.split_whitespace().nth(1) == Some("200"), "{what}: {head}");
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {body:?}"))
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use serde_json::Value;
+
     use super::*;
 
     /// `METHOD path` with `headers` and `body`: the status line and body.

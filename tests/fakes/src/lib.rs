@@ -7,6 +7,9 @@
 //!   `tests/data/gcp/scenario.json` edited per test ([`GcpFake::with`]) or
 //!   any scenario ([`GcpFake::from_scenario`]); [`GcpFake::requests`] reads
 //!   its `/__requests` counters.
+//! - [`AzureFake`] and [`OpenStackFake`] (modules [`azure`], [`openstack`]):
+//!   like [`GcpFake`], each a [`PyFake`] of its kind, the one launcher of the
+//!   scenario-driven fakes (their Python side shares `fakebase.py`).
 //! - [`MetadataFake`]: `metadata_server.py`, one cloud's instance metadata
 //!   service (AWS IMDSv2, GCE, Azure, OpenStack, DigitalOcean, Hetzner), with
 //!   a scenario file ([`MetadataFake::start`]) or value
@@ -40,6 +43,8 @@ pub mod azure;
 pub use azure::AzureFake;
 pub mod openstack;
 pub use openstack::OpenStackFake;
+pub mod pyfake;
+pub use pyfake::{FakeKind, PyFake};
 
 /// The workspace's root directory.
 pub fn workspace_root() -> PathBuf {
@@ -107,6 +112,8 @@ impl Process {
         launcher
             .arg(script)
             .arg(scenario)
+            // No `__pycache__` of `fakebase.py` left in the source tree.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         let mut child = launcher
@@ -164,69 +171,21 @@ fn call(port: u16, method: &str, path: &str, body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {body:?}"))
 }
 
+/// The GCP fake: `tests/fakes/gcp_server.py` with `tests/data/gcp/`.
+pub struct Gcp;
+
+impl FakeKind for Gcp {
+    const SCRIPT: &'static str = "gcp_server.py";
+    const DATA: &'static str = "gcp";
+}
+
 /// `tests/fakes/gcp_server.py` on 127.0.0.1: the GCE metadata server
 /// (`/computeMetadata/v1/…`), Compute (`/compute/v1/…`), STS (`/v1/token`)
 /// and IAM Credentials (`/v1/projects/-/serviceAccounts/…`) on one port.
 /// Killed when dropped.
-pub struct GcpFake {
-    _process: Process,
-    /// The port it listens on, on 127.0.0.1.
-    pub port: u16,
-}
+pub type GcpFake = PyFake<Gcp>;
 
 impl GcpFake {
-    /// The fake with `tests/data/gcp/scenario.json` as it is.
-    pub fn start() -> Self {
-        Self::with(|_| {})
-    }
-
-    /// The fake with `tests/data/gcp/scenario.json` after `edit`.
-    pub fn with(edit: impl FnOnce(&mut Value)) -> Self {
-        let path = gcp_data("scenario.json");
-        let mut scenario: Value =
-            serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-        edit(&mut scenario);
-        Self::from_scenario(&scenario)
-    }
-
-    /// The fake with `scenario` (the format `gcp_server.py` describes).
-    pub fn from_scenario(scenario: &Value) -> Self {
-        let file = scenario_file(scenario);
-        let path = file.path().to_owned();
-        let (process, port) = Process::spawn(python(), &script("gcp_server.py"), &path, Some(file));
-        GcpFake {
-            _process: process,
-            port,
-        }
-    }
-
-    /// `http://127.0.0.1:PORT/`: the base of every API it serves.
-    pub fn base(&self) -> String {
-        format!("http://127.0.0.1:{}/", self.port)
-    }
-
-    /// `127.0.0.1:PORT`: `GCE_METADATA_HOST` for the fake.
-    pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// How many `METHOD /path` requests the fake has answered (0 for none).
-    pub fn requests(&self, key: &str) -> u64 {
-        self.counts()[key].as_u64().unwrap_or(0)
-    }
-
-    /// How many requests the fake has answered in all.
-    pub fn all_requests(&self) -> u64 {
-        let counts = self.counts();
-        let counts = counts.as_object().expect("/__requests answers an object");
-        counts.values().filter_map(Value::as_u64).sum()
-    }
-
-    /// `/__requests`: `{"METHOD /path": count}` of the requests so far.
-    pub fn counts(&self) -> Value {
-        call(self.port, "GET", "/__requests", "")
-    }
-
     /// From now on, STS accepts `token` as a subject token (besides the
     /// scenario's `sts.subject_tokens`): for tokens issued while the test
     /// runs, such as a kube-apiserver's service-account tokens.

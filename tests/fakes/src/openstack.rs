@@ -12,9 +12,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
-
-use super::{Process, call, python, read, scenario_file, script, workspace_root};
+use super::{FakeKind, PyFake, workspace_root};
 
 /// The counter key of Keystone's token requests at [`OpenStackFake::auth_url`].
 pub const TOKENS: &str = "POST /identity/v3/auth/tokens";
@@ -26,45 +24,22 @@ pub fn openstack_data(name: &str) -> PathBuf {
     workspace_root().join("tests/data/openstack").join(name)
 }
 
-/// `tests/fakes/openstack_server.py` on 127.0.0.1: Keystone (`…/v3/auth/tokens`) and
-/// Cinder (the catalog's block-storage endpoints) on one port. Killed when dropped.
-pub struct OpenStackFake {
-    _process: Process,
-    /// The port it listens on, on 127.0.0.1.
-    pub port: u16,
+/// The OpenStack fake: `tests/fakes/openstack_server.py` with
+/// `tests/data/openstack/`; its `header OpenStack-API-Version=V` counters
+/// count how often a header was sent.
+pub struct OpenStack;
+
+impl FakeKind for OpenStack {
+    const SCRIPT: &'static str = "openstack_server.py";
+    const DATA: &'static str = "openstack";
+    const NOT_REQUESTS: &'static [&'static str] = &["header "];
 }
 
+/// `tests/fakes/openstack_server.py` on 127.0.0.1: Keystone (`…/v3/auth/tokens`) and
+/// Cinder (the catalog's block-storage endpoints) on one port. Killed when dropped.
+pub type OpenStackFake = PyFake<OpenStack>;
+
 impl OpenStackFake {
-    /// The fake with `tests/data/openstack/scenario.json` as it is.
-    pub fn start() -> Self {
-        Self::with(|_| {})
-    }
-
-    /// The fake with `tests/data/openstack/scenario.json` after `edit`.
-    pub fn with(edit: impl FnOnce(&mut Value)) -> Self {
-        let path = openstack_data("scenario.json");
-        let mut scenario: Value =
-            serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-        edit(&mut scenario);
-        Self::from_scenario(&scenario)
-    }
-
-    /// The fake with `scenario` (the format `openstack_server.py` describes).
-    pub fn from_scenario(scenario: &Value) -> Self {
-        let file = scenario_file(scenario);
-        let path = file.path().to_owned();
-        let (process, port) = Process::spawn(python(), &script("openstack_server.py"), &path, Some(file));
-        OpenStackFake {
-            _process: process,
-            port,
-        }
-    }
-
-    /// `http://127.0.0.1:PORT/`.
-    pub fn base(&self) -> String {
-        format!("http://127.0.0.1:{}/", self.port)
-    }
-
     /// `https://127.0.0.1:PORT/`: the base of a fake started with a `tls` scenario
     /// (whose counters are then out of [`Self::requests`]' reach).
     pub fn tls_base(&self) -> String {
@@ -81,34 +56,14 @@ impl OpenStackFake {
     pub fn volume_get(prefix: &str, volume: &str) -> String {
         format!("GET /{prefix}/{PROJECT}/volumes/{volume}")
     }
-
-    /// How many `METHOD /path` requests the fake has answered (0 for none), or how
-    /// often a `header OpenStack-API-Version=V` was sent.
-    pub fn requests(&self, key: &str) -> u64 {
-        self.counts()[key].as_u64().unwrap_or(0)
-    }
-
-    /// How many requests the fake has answered in all.
-    pub fn all_requests(&self) -> u64 {
-        let counts = self.counts();
-        let counts = counts.as_object().expect("/__requests answers an object");
-        counts
-            .iter()
-            .filter(|(key, _)| !key.starts_with("header "))
-            .filter_map(|(_, count)| count.as_u64())
-            .sum()
-    }
-
-    /// `/__requests`: the counters so far.
-    pub fn counts(&self) -> Value {
-        call(self.port, "GET", "/__requests", "")
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
     use std::net::TcpStream;
+
+    use serde_json::Value;
 
     use super::*;
 
