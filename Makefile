@@ -35,9 +35,26 @@ test: tools
 	$(CARGO) test --workspace --exclude cluster-harness --locked --doc
 	bash tests/cluster/run.sh
 
-lint:
+lint: deny-tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) deny --locked check licenses bans sources
+
+# strace: node-ip-helper's crash test (tests/crash_write.rs) slows the syscalls of its writes
+# with it, so that kills land between every two of them.
+.PHONY: system-tools
+tools: system-tools
+system-tools:
+	@command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace; }
+
+# The dependency policy (deny.toml; docs/testing.md, "Dependency policy"):
+# licences, banned and duplicate crates, crates.io only. `make lint` installs
+# cargo-deny first (about 2 min 10 s to build); .ci/run lints before `make tools`.
+DENY_VERSION := 0.20.2
+.PHONY: deny-tools
+tools: deny-tools
+deny-tools:
+	@$(CARGO) deny --version 2>/dev/null | grep -qx 'cargo-deny $(DENY_VERSION)' || $(CARGO) install --locked cargo-deny --version $(DENY_VERSION)
 
 fmt:
 	$(CARGO) fmt --all
@@ -80,6 +97,7 @@ chart-test:
 tools: image-tools
 image-tools:
 	@command -v buildah >/dev/null || { apt-get update -qq && apt-get install -y -qq buildah; }
+
 	@$(CARGO) auditable --version >/dev/null 2>&1 || $(CARGO) install --locked cargo-auditable
 
 image: image-tools
