@@ -183,6 +183,28 @@ pub fn http_client_with_tls(
     timeout: Duration,
     tls: bool,
 ) -> Result<reqwest::Client, HttpClientError> {
+    let trust = if tls { Trust::System } else { Trust::Roots(Vec::new()) };
+    http_client_trusting(user_agent, timeout, trust)
+}
+
+/// Which servers' certificates a client accepts: an operator's config names a CA
+/// file, or (with the operator's explicit consent, checked by the caller) none.
+#[derive(Clone)]
+pub enum Trust {
+    /// The system's roots, read as Go reads them.
+    System,
+    /// Only these (a CA file's certificates, [`read_ca_file`]).
+    Roots(Vec<reqwest::Certificate>),
+    /// Any certificate: the operator turned checking off.
+    Insecure,
+}
+
+/// [`http_client`] trusting what `trust` says.
+pub fn http_client_trusting(
+    user_agent: &str,
+    timeout: Duration,
+    trust: Trust,
+) -> Result<reqwest::Client, HttpClientError> {
     let mut builder = reqwest::Client::builder()
         .user_agent(user_agent)
         .timeout(timeout)
@@ -190,12 +212,32 @@ pub fn http_client_with_tls(
         // A redirect could carry a credential to another host.
         .redirect(reqwest::redirect::Policy::none());
     builder = with_env_proxies(builder, |name| std::env::var(name).ok());
-    if !tls {
-        builder = builder.tls_certs_only(Vec::new());
-    } else if let Some(roots) = system_roots(|name| std::env::var(name).ok())? {
-        builder = builder.tls_certs_only(roots);
-    }
+    builder = match trust {
+        Trust::System => match system_roots(|name| std::env::var(name).ok())? {
+            Some(roots) => builder.tls_certs_only(roots),
+            None => builder,
+        },
+        Trust::Roots(roots) => builder.tls_certs_only(roots),
+        Trust::Insecure => builder.tls_danger_accept_invalid_certs(true),
+    };
     builder.build().map_err(HttpClientError::Build)
+}
+
+/// The largest CA file read.
+const MAX_CA_FILE: u64 = 16 << 20;
+
+/// The CA certificates of an operator's PEM file (`ca-file`, `cacert`): a
+/// message saying what is wrong when it cannot be read or holds none.
+pub fn read_ca_file(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, String> {
+    let pem = crate::files::read_regular(path, MAX_CA_FILE).map_err(|e| e.to_string())?;
+    let roots = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
+    if roots.is_empty() {
+        return Err(format!(
+            "{}: no certificate in it (a PEM bundle of CA certificates is needed)",
+            path.display()
+        ));
+    }
+    Ok(roots)
 }
 
 /// Destinations that never go through a proxy, whatever the environment

@@ -21,4 +21,6 @@ pub mod vsphere;
 pub mod yaml;
 
 pub use endpoint::{EndpointError, SecureEndpoint};
-pub use http::{HttpClientError, http_client, http_client_with_tls};
+pub use http::{
+    HttpClientError, Trust as TlsTrust, http_client, http_client_trusting, http_client_with_tls, read_ca_file,
+};

@@ -23,8 +23,6 @@ use crate::gcfg::{Gcfg, Section};
 
 /// Far above any real `cloud.conf` or `clouds.yaml` (a few KB).
 pub const MAX_CONFIG_FILE: u64 = 1 << 20;
-/// Far above any CA bundle.
-const MAX_CA_FILE: u64 = 4 << 20;
 
 /// Why the settings were not read. Each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -386,18 +384,7 @@ impl Raw {
             None => (None, Vec::new()),
             Some(file) => {
                 let file = PathBuf::from(file);
-                let pem = crate::files::read_regular(&file, MAX_CA_FILE)
-                    .map_err(|e| source.refused("ca-file", e.to_string()))?;
-                let roots = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
-                if roots.is_empty() {
-                    return Err(source.refused(
-                        "ca-file",
-                        format!(
-                            "{}: no certificate in it (a PEM bundle of CA certificates is needed)",
-                            file.display()
-                        ),
-                    ));
-                }
+                let roots = crate::http::read_ca_file(&file).map_err(|problem| source.refused("ca-file", problem))?;
                 (Some(file), roots)
             }
         };

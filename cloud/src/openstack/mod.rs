@@ -51,25 +51,13 @@ impl OpenStackConfig {
         user_agent: &str,
         timeout: std::time::Duration,
     ) -> Result<reqwest::Client, crate::http::HttpClientError> {
-        if self.ca_roots.is_empty() && !self.insecure {
-            return crate::http::http_client(user_agent, timeout);
-        }
-        // crate::http's client but for its roots: the environment's proxies as reqwest
-        // reads them (TLS checked end to end through them), none for a loopback
-        // Keystone (tests, node-local proxies), where a credential travels in clear.
-        let mut builder = reqwest::Client::builder()
-            .user_agent(user_agent)
-            .timeout(timeout)
-            .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
-            // A redirect could carry a credential to another host.
-            .redirect(reqwest::redirect::Policy::none());
-        if crate::endpoint::is_loopback(self.auth_url.url()) {
-            builder = builder.no_proxy();
-        }
-        builder
-            .tls_certs_only(self.ca_roots.clone())
-            .tls_danger_accept_invalid_certs(self.insecure)
-            .build()
-            .map_err(crate::http::HttpClientError::Build)
+        let trust = if self.insecure {
+            crate::http::Trust::Insecure
+        } else if self.ca_roots.is_empty() {
+            crate::http::Trust::System
+        } else {
+            crate::http::Trust::Roots(self.ca_roots.clone())
+        };
+        crate::http::http_client_trusting(user_agent, timeout, trust)
     }
 }

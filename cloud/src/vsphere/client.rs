@@ -76,38 +76,14 @@ impl VcenterClient {
             reason,
         };
         let user_agent = concat!("cloud-node-suite-vsphere/", env!("CARGO_PKG_VERSION"));
-        let http = match trust {
-            Trust::System => crate::http_client(user_agent, timeout).map_err(|e| setup(e.to_string()))?,
-            Trust::CaFile(_) | Trust::Insecure => {
-                let mut builder = reqwest::Client::builder()
-                    .user_agent(user_agent)
-                    .timeout(timeout)
-                    .connect_timeout(timeout.min(Duration::from_secs(5)))
-                    // A redirect could carry the password to another host.
-                    .redirect(reqwest::redirect::Policy::none());
-                if crate::endpoint::is_loopback(&base) {
-                    builder = builder.no_proxy();
-                }
-                builder = match trust {
-                    Trust::CaFile(path) => {
-                        let pem =
-                            crate::files::read_regular(path, 16 << 20).map_err(|e| setup(format!("ca-file: {e}")))?;
-                        let roots = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
-                        if roots.is_empty() {
-                            return Err(setup(format!(
-                                "ca-file {}: no certificate in it (a PEM bundle of CA certificates is needed)",
-                                path.display()
-                            )));
-                        }
-                        builder.tls_certs_only(roots)
-                    }
-                    _ => builder.danger_accept_invalid_certs(true),
-                };
-                builder
-                    .build()
-                    .map_err(|e| setup(format!("cannot build the HTTP client: {e}")))?
+        let trust = match trust {
+            Trust::System => crate::http::Trust::System,
+            Trust::CaFile(path) => {
+                crate::http::Trust::Roots(crate::http::read_ca_file(path).map_err(|e| setup(format!("ca-file: {e}")))?)
             }
+            Trust::Insecure => crate::http::Trust::Insecure,
         };
+        let http = crate::http::http_client_trusting(user_agent, timeout, trust).map_err(|e| setup(e.to_string()))?;
         Ok(Self {
             http,
             base,
