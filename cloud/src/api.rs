@@ -11,6 +11,7 @@
 
 mod error;
 
+pub use error::CodeMessage;
 pub(crate) use error::{CODE_LIMIT, MESSAGE_LIMIT, cloud_error, raw_message, remote_text, show_detail};
 
 use std::marker::PhantomData;

@@ -34,6 +34,45 @@ pub(crate) fn raw_message(body: &[u8], secrets: &[&str]) -> Option<String> {
         .map(|b| clean_text(b, secrets, MESSAGE_LIMIT))
 }
 
+/// What a cloud said in an error body as a code and a message, cleaned
+/// for a log line: the `ErrorDetail` of Azure and OpenStack, whose error
+/// bodies carry no more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CodeMessage {
+    /// The machine-readable code: Azure's OAuth `error` (`invalid_client`),
+    /// ARM's `error.code` (`AuthorizationFailed`) or a registry's
+    /// `errors[0].code`; Keystone's `error.title` (`Unauthorized`) or
+    /// Cinder's fault name (`itemNotFound`, `badRequest`, `overLimit`).
+    pub code: Option<String>,
+    /// The message (Entra's starts with its `AADSTS…` number); for a body in
+    /// none of the cloud's shapes, the start of the body itself.
+    pub message: Option<String>,
+}
+
+impl fmt::Display for CodeMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        show_detail(f, self.code.as_deref(), self.message.as_deref())
+    }
+}
+
+impl CodeMessage {
+    /// The strings `code` and `message` of an error body, as [`remote_text`].
+    pub(crate) fn read(code: &Value, message: &Value, secrets: &[&str]) -> Self {
+        Self {
+            code: remote_text(code, secrets, CODE_LIMIT),
+            message: remote_text(message, secrets, MESSAGE_LIMIT),
+        }
+    }
+
+    /// A body in none of the cloud's shapes, as [`raw_message`].
+    pub(crate) fn raw(body: &[u8], secrets: &[&str]) -> Self {
+        Self {
+            code: None,
+            message: raw_message(body, secrets),
+        }
+    }
+}
+
 /// Shows a detail as `code: message`, either alone, or a note that the
 /// answer had none.
 pub(crate) fn show_detail(f: &mut fmt::Formatter<'_>, code: Option<&str>, message: Option<&str>) -> fmt::Result {
@@ -50,14 +89,15 @@ pub(crate) fn show_detail(f: &mut fmt::Formatter<'_>, code: Option<&str>, messag
 /// error (written here: `#[error(transparent)]` must come from the same
 /// macro as the derive), then the cloud's own variants; with
 /// `is_not_found()`, `status()`, `detail()`, `invalid()` and its
-/// [`CloudError`](crate::api::CloudError), the error body read by
-/// `detail`'s `parse(body, secrets)`.
+/// [`CloudError`](crate::api::CloudError), an error body read into a
+/// `detail` by `read(body, secrets)`.
 macro_rules! cloud_error {
     (
         $(#[$meta:meta])*
         pub enum $error:ident {
             cloud: $cloud:literal,
             detail: $detail:ty,
+            read: $read:path,
             invalid: $invalid:tt,
             transparent: [$($(#[$tmeta:meta])* $tname:ident($tty:ty)),* $(,)?],
             $($own:tt)*
@@ -162,7 +202,7 @@ macro_rules! cloud_error {
         impl $crate::api::CloudError for $error {
             type Detail = $detail;
             fn detail(body: &[u8], secrets: &[&str]) -> $detail {
-                <$detail>::parse(body, secrets)
+                $read(body, secrets)
             }
             fn not_found(service: &'static str, url: String, detail: $detail) -> Self {
                 $error::NotFound { service, url, detail }

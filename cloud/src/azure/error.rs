@@ -8,17 +8,15 @@
 //! secret the call held: every piece of remote text goes through
 //! [`clean_text`] with those secrets.
 
-use std::fmt;
-
 use serde_json::Value;
 
-use crate::api::{CODE_LIMIT, MESSAGE_LIMIT, raw_message, remote_text, show_detail};
 use crate::files::FileError;
 
 crate::api::cloud_error! {
     pub enum AzureError {
         cloud: "Azure",
         detail: ErrorDetail,
+        read: read_detail,
         invalid: "{what} {value:?} is not valid: {problem}",
         transparent: [Endpoint(crate::endpoint::EndpointError)],
         /// The federated token (client assertion) file could not be read.
@@ -33,54 +31,25 @@ crate::api::cloud_error! {
 }
 
 /// What Azure said in an error body, cleaned for a log line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ErrorDetail {
-    /// The machine-readable code: OAuth's `error` (Entra ID, IMDS:
-    /// `invalid_client`, `invalid_request`), ARM's `error.code`
-    /// (`AuthorizationFailed`), or a registry's `errors[0].code`.
-    pub code: Option<String>,
-    /// `error_description` (Entra's starts with its `AADSTS…` number),
-    /// `error.message`, `errors[0].message`; for a body that is none of
-    /// these, the start of the body itself.
-    pub message: Option<String>,
-}
+pub use crate::api::CodeMessage as ErrorDetail;
 
-impl fmt::Display for ErrorDetail {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        show_detail(f, self.code.as_deref(), self.message.as_deref())
+/// Reads an error body in any of Azure's shapes (Entra ID's and IMDS's OAuth
+/// `error`/`error_description`, ARM's `error.code`/`error.message`, a
+/// registry's `errors[0].code`/`message`); anything else is kept as the
+/// message. Every run of a secret in `secrets` is cut out.
+pub(crate) fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
+    let Ok(json) = serde_json::from_slice::<Value>(body) else {
+        return ErrorDetail::raw(body, secrets);
+    };
+    let error = &json["error"];
+    if error.is_string() {
+        return ErrorDetail::read(error, &json["error_description"], secrets);
     }
-}
-
-impl ErrorDetail {
-    /// Reads an error body in any of Azure's shapes; anything else is kept
-    /// as the message. Every run of a secret in `secrets` is cut out.
-    pub fn parse(body: &[u8], secrets: &[&str]) -> Self {
-        let text = |value: &Value, limit| remote_text(value, secrets, limit);
-        let Ok(json) = serde_json::from_slice::<Value>(body) else {
-            return Self {
-                code: None,
-                message: raw_message(body, secrets),
-            };
-        };
-        let error = &json["error"];
-        if error.is_string() {
-            return Self {
-                code: text(error, CODE_LIMIT),
-                message: text(&json["error_description"], MESSAGE_LIMIT),
-            };
-        }
-        if error.is_object() {
-            return Self {
-                code: text(&error["code"], CODE_LIMIT),
-                message: text(&error["message"], MESSAGE_LIMIT),
-            };
-        }
-        let first = &json["errors"][0];
-        Self {
-            code: text(&first["code"], CODE_LIMIT),
-            message: text(&first["message"], MESSAGE_LIMIT),
-        }
+    if error.is_object() {
+        return ErrorDetail::read(&error["code"], &error["message"], secrets);
     }
+    let first = &json["errors"][0];
+    ErrorDetail::read(&first["code"], &first["message"], secrets)
 }
 
 #[cfg(test)]
@@ -93,7 +62,7 @@ mod tests {
         let body = format!(
             r#"{{"error":"invalid_client","error_description":"AADSTS7000215: Invalid client secret provided: {secret}.\r\nTrace ID: 1","error_codes":[7000215]}}"#
         );
-        let detail = ErrorDetail::parse(body.as_bytes(), &[secret]);
+        let detail = read_detail(body.as_bytes(), &[secret]);
         assert_eq!(detail.code.as_deref(), Some("invalid_client"));
         assert_eq!(
             detail.to_string(),
@@ -104,24 +73,21 @@ mod tests {
     #[test]
     fn arm_and_registry_errors() {
         let arm = br#"{"error":{"code":"AuthorizationFailed","message":"The client 'x' does not have authorization to perform action 'Microsoft.Compute/disks/read'."}}"#;
-        let detail = ErrorDetail::parse(arm, &[]);
+        let detail = read_detail(arm, &[]);
         assert_eq!(detail.code.as_deref(), Some("AuthorizationFailed"));
         assert!(detail.to_string().starts_with("AuthorizationFailed: The client 'x'"));
         let acr = br#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required","detail":null}]}"#;
         assert_eq!(
-            ErrorDetail::parse(acr, &[]).to_string(),
+            read_detail(acr, &[]).to_string(),
             "UNAUTHORIZED: authentication required"
         );
         assert_eq!(
-            ErrorDetail::parse(b"<html>\n502</html>", &[]).to_string(),
+            read_detail(b"<html>\n502</html>", &[]).to_string(),
             "<html>\\n502</html>"
         );
+        assert_eq!(read_detail(b"", &[]).to_string(), "no error details in the answer");
         assert_eq!(
-            ErrorDetail::parse(b"", &[]).to_string(),
-            "no error details in the answer"
-        );
-        assert_eq!(
-            ErrorDetail::parse(br#"{"error":{"code":"NotFound"}}"#, &[]).to_string(),
+            read_detail(br#"{"error":{"code":"NotFound"}}"#, &[]).to_string(),
             "NotFound"
         );
     }

@@ -20,6 +20,7 @@ crate::api::cloud_error! {
     pub enum GcpError {
         cloud: "Google",
         detail: ErrorDetail,
+        read: ErrorDetail::parse,
         invalid: "{what} {value:?} is not a valid name: {problem}",
         transparent: [
             /// The metadata server failed or is not there.

@@ -7,17 +7,16 @@
 //! password, secret or token the call held: every piece of remote text goes through
 //! [`clean_text`] with those secrets.
 
-use std::fmt;
-
 use serde_json::Value;
 
-use crate::api::{CODE_LIMIT, MESSAGE_LIMIT, raw_message, remote_text, show_detail};
+use crate::api::CODE_LIMIT;
 use crate::logging::clean_text;
 
 crate::api::cloud_error! {
     pub enum OpenStackError {
         cloud: "OpenStack",
         detail: ErrorDetail,
+        read: read_detail,
         invalid: "{what} {value:?} is not valid: {problem}",
         transparent: [Endpoint(crate::endpoint::EndpointError)],
         /// The token's catalog has no block-storage endpoint for the region and interface.
@@ -48,50 +47,28 @@ crate::api::cloud_error! {
     }
 }
 
-/// What OpenStack said in an error body, cleaned for a log line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ErrorDetail {
-    /// Keystone's `error.title` (`Unauthorized`) or Cinder's fault name
-    /// (`itemNotFound`, `badRequest`, `overLimit`).
-    pub kind: Option<String>,
-    /// `message`; for a body that is neither shape, the start of the body itself.
-    pub message: Option<String>,
-}
+/// What OpenStack said in an error body, cleaned for a log line: the
+/// `code` is Keystone's `error.title` or Cinder's fault name.
+pub use crate::api::CodeMessage as ErrorDetail;
 
-impl fmt::Display for ErrorDetail {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        show_detail(f, self.kind.as_deref(), self.message.as_deref())
+/// Reads an error body in Keystone's or Cinder's shape; anything else is kept as
+/// the message. Every run of a secret in `secrets` is cut out.
+pub(crate) fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
+    let Ok(Value::Object(json)) = serde_json::from_slice::<Value>(body) else {
+        return ErrorDetail::raw(body, secrets);
+    };
+    // Keystone: {"error": {"code": 401, "title": "Unauthorized", "message": "…"}}.
+    if let Some(error) = json.get("error").filter(|e| e.is_object()) {
+        return ErrorDetail::read(&error["title"], &error["message"], secrets);
     }
-}
-
-impl ErrorDetail {
-    /// Reads an error body in Keystone's or Cinder's shape; anything else is kept as
-    /// the message. Every run of a secret in `secrets` is cut out.
-    pub fn parse(body: &[u8], secrets: &[&str]) -> Self {
-        let text = |value: &Value, limit| remote_text(value, secrets, limit);
-        let raw = || Self {
-            kind: None,
-            message: raw_message(body, secrets),
+    // Cinder (and Nova): one fault, {"itemNotFound": {"code": 404, "message": "…"}}.
+    if let Some((fault, inner)) = json.iter().find(|(_, v)| v.get("message").is_some()) {
+        return ErrorDetail {
+            code: Some(clean_text(fault, secrets, CODE_LIMIT)),
+            ..ErrorDetail::read(&Value::Null, &inner["message"], secrets)
         };
-        let Ok(Value::Object(json)) = serde_json::from_slice::<Value>(body) else {
-            return raw();
-        };
-        // Keystone: {"error": {"code": 401, "title": "Unauthorized", "message": "…"}}.
-        if let Some(error) = json.get("error").filter(|e| e.is_object()) {
-            return Self {
-                kind: text(&error["title"], CODE_LIMIT),
-                message: text(&error["message"], MESSAGE_LIMIT),
-            };
-        }
-        // Cinder (and Nova): one fault, {"itemNotFound": {"code": 404, "message": "…"}}.
-        if let Some((fault, inner)) = json.iter().find(|(_, v)| v.get("message").is_some()) {
-            return Self {
-                kind: Some(clean_text(fault, secrets, CODE_LIMIT)),
-                message: text(&inner["message"], MESSAGE_LIMIT),
-            };
-        }
-        raw()
     }
+    ErrorDetail::raw(body, secrets)
 }
 
 #[cfg(test)]
@@ -103,21 +80,18 @@ mod tests {
         let keystone =
             br#"{"error": {"code": 401, "message": "The request you have made requires authentication.", "title": "Unauthorized"}}"#;
         assert_eq!(
-            ErrorDetail::parse(keystone, &[]).to_string(),
+            read_detail(keystone, &[]).to_string(),
             "Unauthorized: The request you have made requires authentication."
         );
         let cinder = br#"{"itemNotFound": {"code": 404, "message": "Volume 5a1c could not be found."}}"#;
-        let detail = ErrorDetail::parse(cinder, &[]);
-        assert_eq!(detail.kind.as_deref(), Some("itemNotFound"));
+        let detail = read_detail(cinder, &[]);
+        assert_eq!(detail.code.as_deref(), Some("itemNotFound"));
         assert_eq!(detail.to_string(), "itemNotFound: Volume 5a1c could not be found.");
         assert_eq!(
-            ErrorDetail::parse(b"<html>\n502</html>", &[]).to_string(),
+            read_detail(b"<html>\n502</html>", &[]).to_string(),
             "<html>\\n502</html>"
         );
-        assert_eq!(
-            ErrorDetail::parse(b"", &[]).to_string(),
-            "no error details in the answer"
-        );
+        assert_eq!(read_detail(b"", &[]).to_string(), "no error details in the answer");
     }
 
     #[test]
@@ -125,7 +99,7 @@ mod tests {
         let secret = "gAAAAABtoken-value-1234567890";
         let body =
             format!(r#"{{"error": {{"code": 401, "title": "Unauthorized", "message": "token {secret} expired"}}}}"#);
-        let shown = ErrorDetail::parse(body.as_bytes(), &[secret]).to_string();
+        let shown = read_detail(body.as_bytes(), &[secret]).to_string();
         assert!(!shown.contains("token-value"), "{shown}");
         assert!(shown.contains("<redacted>"), "{shown}");
     }
