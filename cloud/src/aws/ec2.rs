@@ -34,12 +34,19 @@ pub async fn describe_volumes(
     let xml = client
         .query(EC2, ACTION, VERSION, &params, credentials, deadline)
         .await?;
+    parse_describe_volumes(&xml)
+}
+
+/// The volumes of a `DescribeVolumes` answer (its `volumeSet`), each with its
+/// ID and zone. Public for the fuzz targets (fuzz/).
+pub fn parse_describe_volumes(xml: &str) -> Result<Vec<Volume>, AwsError> {
+    const ACTION: &str = "DescribeVolumes";
     let garbage = |problem: String| AwsError::Garbage {
         service: "ec2",
         action: ACTION,
         problem,
     };
-    let document = roxmltree::Document::parse(&xml).map_err(|e| garbage(e.to_string()))?;
+    let document = roxmltree::Document::parse(xml).map_err(|e| garbage(e.to_string()))?;
     let Some(set) = document.descendants().find(|n| n.has_tag_name("volumeSet")) else {
         return Err(garbage("no volumeSet".into()));
     };

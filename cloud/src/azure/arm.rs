@@ -201,7 +201,10 @@ impl DisksClient {
     }
 }
 
-fn parse_disk(url: &Url, json: &Value) -> Result<Disk, AzureError> {
+/// The disk in an ARM `Disks.Get` answer: its name, location, zones and SKU,
+/// each cleaned for logs. Public for the fuzz targets (fuzz/): `url` only
+/// names the answer in errors.
+pub fn parse_disk(url: &Url, json: &Value) -> Result<Disk, AzureError> {
     let garbage = |problem: &str| Call::garbage(SERVICE, url, problem);
     let text = |field: &str| json[field].as_str().map(str::trim).filter(|s| !s.is_empty());
     let name = text("name").ok_or_else(|| garbage("the disk has no name"))?.to_owned();

@@ -173,8 +173,9 @@ impl ComputeClient {
 }
 
 /// The names in a disk resource: `name`, and the last components of
-/// `zone`, `region` and `replicaZones[]`, each a valid name.
-fn parse_disk(url: &Url, json: &Value) -> Result<Disk, GcpError> {
+/// `zone`, `region` and `replicaZones[]`, each a valid name. Public for the
+/// fuzz targets (fuzz/): `url` only names the answer in errors.
+pub fn parse_disk(url: &Url, json: &Value) -> Result<Disk, GcpError> {
     let garbage = |problem: String| Call::garbage(SERVICE, url, problem);
     let last = |field: &str, value: &Value| -> Result<String, GcpError> {
         let text = value

@@ -5,7 +5,9 @@
 //! link-local address (never through a proxy), with short time-outs: a node
 //! at boot must not hang on a service that is not there.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -167,6 +169,32 @@ pub struct MetadataClient {
     base: Url,
     client: reqwest::Client,
     timeout: Duration,
+    /// Set by [`MetadataClient::from_documents`]: answers from memory.
+    documents: Option<Arc<BTreeMap<String, String>>>,
+}
+
+/// What an in-memory tree answers for `path` (its query dropped): the
+/// document at that path; for a path ending in `/` (or the root) without
+/// one, the names under it, one a line, directories with a trailing `/`
+/// (as the AWS and GCE services list directories, and as
+/// tests/fakes/metadata_server.py does); `None` (a 404) otherwise.
+fn tree_answer(documents: &BTreeMap<String, String>, path: &str) -> Option<String> {
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    if let Some(document) = documents.get(path) {
+        return Some(document.clone());
+    }
+    if !(path.is_empty() || path.ends_with('/')) {
+        return None;
+    }
+    let children: std::collections::BTreeSet<String> = documents
+        .keys()
+        .filter_map(|key| key.strip_prefix(path).filter(|rest| !rest.is_empty()))
+        .map(|rest| match rest.split_once('/') {
+            Some((first, _)) => format!("{first}/"),
+            None => rest.to_owned(),
+        })
+        .collect();
+    (!children.is_empty()).then(|| children.into_iter().collect::<Vec<_>>().join("\n"))
 }
 
 impl MetadataClient {
@@ -178,6 +206,37 @@ impl MetadataClient {
             base,
             client,
             timeout,
+            documents: None,
+        })
+    }
+
+    /// A client that reads `documents` (path under the service's root, as
+    /// the provider's API names it, to body) instead of the network: for
+    /// tests and the fuzz targets (fuzz/). A missing path answers 404; a
+    /// directory path (ending in `/`) without a document lists the paths
+    /// under it; AWS's IMDSv2 session token is always granted.
+    pub fn from_documents(provider: Provider, documents: BTreeMap<String, String>) -> Result<Self, MetadataError> {
+        let base = Url::parse("http://metadata.invalid/").map_err(|e| MetadataError::Garbage {
+            provider: provider.name(),
+            url: "http://metadata.invalid/".into(),
+            problem: e.to_string(),
+        })?;
+        let timeout = Duration::from_secs(1);
+        // Never used to send; one for every such client (building one loads nothing).
+        static UNUSED: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+        let client = match UNUSED.get() {
+            Some(client) => client.clone(),
+            None => {
+                let client = crate::http::metadata_client("cloud-node-suite (in memory)", timeout)?;
+                UNUSED.get_or_init(|| client).clone()
+            }
+        };
+        Ok(Self {
+            provider,
+            base,
+            client,
+            timeout,
+            documents: Some(Arc::new(documents)),
         })
     }
 
@@ -209,6 +268,9 @@ impl MetadataClient {
     /// for "this instance has none".
     pub(crate) async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<Option<String>, MetadataError> {
         let url = self.url(path)?;
+        if let Some(documents) = &self.documents {
+            return Ok(tree_answer(documents, path));
+        }
         let mut request = self.client.get(url.clone());
         for (name, value) in headers {
             request = request.header(*name, *value);

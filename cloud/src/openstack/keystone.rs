@@ -104,10 +104,8 @@ impl KeystoneAuth {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| Call::garbage(KEYSTONE, url, "the answer has no X-Subject-Token header"))?;
         let json = Call::json(KEYSTONE, url, &body)?;
-        let expires_at = json["token"]["expires_at"]
-            .as_str()
-            .and_then(|at| humantime::parse_rfc3339(at.trim()).ok())
-            .ok_or_else(|| Call::garbage(KEYSTONE, url, "the token has no expires_at time"))?;
+        let expires_at =
+            token_expires_at(&json).ok_or_else(|| Call::garbage(KEYSTONE, url, "the token has no expires_at time"))?;
         let endpoint = match select_endpoint(&json["token"]["catalog"], &self.region, self.interface) {
             // The token goes to it: https, or plain http on loopback only.
             Ok(found) => SecureEndpoint::parse("the block-storage endpoint", found).map_err(|e| {
@@ -196,6 +194,14 @@ pub enum Selection {
     None { found: String },
     /// Several different URLs of the most preferred type that matches.
     Several { kind: String, found: String },
+}
+
+/// The `token.expires_at` time of a Keystone v3 token answer (RFC 3339), if
+/// it has one. Public for the fuzz targets (fuzz/).
+pub fn token_expires_at(json: &Value) -> Option<std::time::SystemTime> {
+    json["token"]["expires_at"]
+        .as_str()
+        .and_then(|at| humantime::parse_rfc3339(at.trim()).ok())
 }
 
 /// The block-storage endpoint of a v3 `catalog` in `region` (an endpoint's `region`

@@ -1,0 +1,95 @@
+//! AdmissionReview bytes -> the webhook's answer (`Reviewer::review`, rules
+//! from tests/data/webhook/rules.yaml, no cloud lookup).
+//!
+//! Properties of every answer carrying a JSON Patch: it applies to the
+//! request's object; applying it a second time changes nothing; every label
+//! it writes has a valid key and value; it leaves no empty
+//! nodeSelectorTerms list, term or `In`/`NotIn` value list.
+#![no_main]
+
+use std::path::Path;
+use std::sync::LazyLock;
+
+use base64::Engine as _;
+use fuzz::{block_on, valid_label_key, valid_label_value};
+use libfuzzer_sys::fuzz_target;
+use pv_topology_webhook::model::DecisionConfig;
+use pv_topology_webhook::resolve::Resolver;
+use pv_topology_webhook::review::Reviewer;
+use pv_topology_webhook::rules::Rules;
+use serde_json::Value;
+
+static REVIEWER: LazyLock<Reviewer> = LazyLock::new(|| {
+    let path = fuzz::data_dir().join("webhook/rules.yaml");
+    let text = std::fs::read_to_string(&path).expect("tests/data/webhook/rules.yaml");
+    let rules = Rules::parse(Path::new("rules.yaml"), &text).expect("the test rules parse");
+    Reviewer::new(Resolver::new(rules), DecisionConfig::default())
+});
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(answer) = block_on(REVIEWER.review(data)) else {
+        return;
+    };
+    let review: Value = serde_json::from_slice(&answer.body).expect("the answer is JSON");
+    let response = &review["response"];
+    assert_eq!(response["allowed"].as_bool(), Some(answer.allowed));
+    let Some(patch) = response["patch"].as_str() else {
+        return;
+    };
+    assert_eq!(response["patchType"], "JSONPatch");
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .expect("the patch is base64");
+    let patch: json_patch::Patch = serde_json::from_slice(&patch).expect("the patch is a JSON Patch");
+    let request: Value = serde_json::from_slice(data).expect("a review answered with a patch is JSON");
+    let original = request["request"]["object"].clone();
+    let mut once = original.clone();
+    if let Err(e) = json_patch::patch(&mut once, &patch) {
+        panic!("the patch does not apply to the object: {e}\npatch: {patch:?}");
+    }
+    let mut twice = once.clone();
+    let again = json_patch::patch(&mut twice, &patch);
+    assert!(
+        again.is_ok() && twice == once,
+        "applying the patch twice changes the object: {again:?}\npatch: {patch:?}"
+    );
+
+    let labels = |object: &Value| object["metadata"]["labels"].as_object().cloned().unwrap_or_default();
+    let before = labels(&original);
+    for (key, value) in labels(&once) {
+        if before.get(&key) == Some(&value) {
+            continue;
+        }
+        assert!(valid_label_key(&key), "the patch writes the invalid label key {key:?}");
+        let value = value
+            .as_str()
+            .unwrap_or_else(|| panic!("label {key:?} is not a string: {value}"));
+        assert!(
+            valid_label_value(value),
+            "the patch writes the invalid value {value:?} of {key:?}"
+        );
+    }
+    let affinity = |object: &Value| object["spec"]["nodeAffinity"].clone();
+    let after = affinity(&once);
+    if after != affinity(&original) && !after.is_null() {
+        let terms = after["required"]["nodeSelectorTerms"]
+            .as_array()
+            .unwrap_or_else(|| panic!("the patched nodeAffinity has no nodeSelectorTerms: {after}"));
+        assert!(!terms.is_empty(), "the patch leaves an empty nodeSelectorTerms list");
+        for term in terms {
+            let expressions = term["matchExpressions"].as_array().map_or(0, Vec::len);
+            let fields = term["matchFields"].as_array().map_or(0, Vec::len);
+            assert!(
+                expressions + fields > 0,
+                "the patch leaves an empty nodeSelectorTerm: {term}"
+            );
+            for requirement in term["matchExpressions"].as_array().into_iter().flatten() {
+                let operator = requirement["operator"].as_str().unwrap_or_default();
+                if matches!(operator, "In" | "NotIn") {
+                    let values = requirement["values"].as_array().map_or(0, Vec::len);
+                    assert!(values > 0, "the patch leaves an empty value list: {requirement}");
+                }
+            }
+        }
+    }
+});
