@@ -11,6 +11,7 @@ use suite_program::duration;
 use suite_program::{LogArgs, LogEnv as _};
 
 use crate::decision::{DecisionConfig, OnLookupError};
+use crate::model::OnContradiction;
 
 mod topology;
 pub use self::topology::*;
@@ -34,11 +35,11 @@ pub struct Cli {
 /// What to run.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the webhook over HTTPS on /mutate, with health and metrics on a second,
-    /// plain-HTTP address.
+    /// Serve the webhook over HTTPS on /mutate and /validate, with health and metrics on
+    /// a second, plain-HTTP address.
     Serve(Box<ServeArgs>),
-    /// Answer one admission.k8s.io/v1 AdmissionReview read from stdin; the answering
-    /// AdmissionReview goes to stdout.
+    /// Answer one admission.k8s.io/v1 AdmissionReview read from stdin as /mutate (or,
+    /// with --validate, /validate) would; the answering AdmissionReview goes to stdout.
     Review(Box<ReviewArgs>),
     /// Write a CA and a serving certificate for the webhook's Service (for clusters
     /// without cert-manager) and print the caBundle.
@@ -221,6 +222,10 @@ pub struct SleepArgs {
 /// Arguments of `review`.
 #[derive(Debug, Args)]
 pub struct ReviewArgs {
+    /// Answer as /validate does (does the PV's topology agree with its disk?) instead
+    /// of as /mutate.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VALIDATE")]
+    pub validate: bool,
     #[command(flatten)]
     pub topology: TopologyArgs,
     #[command(flatten)]
@@ -241,6 +246,17 @@ pub struct DecisionArgs {
         default_value = "deny"
     )]
     pub on_lookup_error: OnLookupError,
+    /// What /validate (and `review --validate`) does with a PV whose labels or
+    /// nodeAffinity name a zone or region its disk is not in: refuse it, or admit it
+    /// with a warning.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        env = "PV_TOPOLOGY_WEBHOOK_ON_CONTRADICTION",
+        default_value = "deny"
+    )]
+    pub on_contradiction: OnContradiction,
 }
 
 impl DecisionArgs {
@@ -248,7 +264,22 @@ impl DecisionArgs {
     pub fn config(&self) -> DecisionConfig {
         DecisionConfig {
             on_lookup_error: self.on_lookup_error,
+            on_contradiction: self.on_contradiction,
         }
+    }
+}
+
+/// `--on-contradiction` values: the core's own type.
+impl ValueEnum for OnContradiction {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Self::Deny, Self::Warn]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            Self::Deny => PossibleValue::new("deny").help("Refuse the PV, naming what it says and where the disk is"),
+            Self::Warn => PossibleValue::new("warn").help("Admit the PV, with that as a warning"),
+        })
     }
 }
 

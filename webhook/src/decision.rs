@@ -113,27 +113,39 @@ pub fn decide(
         ),
         Resolution::LookupFailed { lookup, error } => {
             let cause = format!("cannot find the topology of {identity}: lookup {lookup} failed: {error}");
-            let source = Some(TopologySource::Lookup(lookup.clone()));
-            let result = Some(match error {
-                LookupFailure::TimedOut(_) => LookupResult::Timeout,
-                LookupFailure::Failed(_) => LookupResult::Error,
-            });
-            match config.on_lookup_error {
-                OnLookupError::Deny => {
-                    let mut denied = response.deny(format!("{cause} (--on-lookup-error=deny)"));
-                    denied.result.code = 403;
-                    denied.result.reason = "Forbidden".to_owned();
-                    finish(denied, Outcome::LookupFailed, source, result, Vec::new())
-                }
-                OnLookupError::Allow => finish(
-                    response,
-                    Outcome::LookupFailed,
-                    source,
-                    result,
-                    vec![format!("{cause}; admitted without topology (--on-lookup-error=allow)")],
-                ),
-            }
+            lookup_failed(response, cause, lookup, error, config)
         }
+    }
+}
+
+/// The answer when the lookup that should have given the topology failed: refused with
+/// `cause`, or admitted with it as a warning, as `--on-lookup-error` says.
+pub(crate) fn lookup_failed(
+    response: AdmissionResponse,
+    cause: String,
+    lookup: &str,
+    error: &LookupFailure,
+    config: &DecisionConfig,
+) -> Decision {
+    let source = Some(TopologySource::Lookup(lookup.to_owned()));
+    let result = Some(match error {
+        LookupFailure::TimedOut(_) => LookupResult::Timeout,
+        LookupFailure::Failed(_) => LookupResult::Error,
+    });
+    match config.on_lookup_error {
+        OnLookupError::Deny => {
+            let mut denied = response.deny(format!("{cause} (--on-lookup-error=deny)"));
+            denied.result.code = 403;
+            denied.result.reason = "Forbidden".to_owned();
+            finish(denied, Outcome::LookupFailed, source, result, Vec::new())
+        }
+        OnLookupError::Allow => finish(
+            response,
+            Outcome::LookupFailed,
+            source,
+            result,
+            vec![format!("{cause}; admitted without topology (--on-lookup-error=allow)")],
+        ),
     }
 }
 
@@ -331,7 +343,7 @@ fn agrees(existing: &NodeSelectorRequirement, want: &[String]) -> bool {
 }
 
 /// The decision, with the audit annotations written from the typed outcome and source.
-fn finish(
+pub(crate) fn finish(
     mut response: AdmissionResponse,
     outcome: Outcome,
     source: Option<TopologySource>,

@@ -34,6 +34,7 @@ pub mod setup;
 pub mod source;
 pub mod tls;
 pub mod topology;
+pub mod validate;
 pub mod vsphere;
 
 use std::io::{Read as _, Write as _};
@@ -201,7 +202,12 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 .take(MAX_REVIEW_BYTES as u64 + 1)
                 .read_to_end(&mut body)
                 .map_err(Error::Stdin)?;
-            let answer = reviewer.review(&body).await?;
+            let check = if args.validate {
+                review::Check::Validate
+            } else {
+                review::Check::Mutate
+            };
+            let answer = reviewer.answer(&body, check).await?;
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(&answer.body).map_err(Error::Stdout)?;
             stdout.flush().map_err(Error::Stdout)?;

@@ -20,6 +20,8 @@ pub const PREFIX: &str = "pv_topology_webhook";
 struct RequestLabels {
     outcome: String,
     allowed: String,
+    /// `mutate` or `validate`: which endpoint answered.
+    check: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -70,7 +72,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "admission_requests",
-            "AdmissionReview requests answered, by outcome (the `outcome` audit annotation, or, for a body that is not answered as a review: bad-request, too-large, body-timeout (not received within --body-read-timeout) or busy (over the buffered-bytes budget)) and allowed",
+            "AdmissionReview requests answered, by check (mutate or validate: the endpoint), outcome (the `outcome` audit annotation, or, for a body that is not answered as a review: bad-request, too-large, body-timeout (not received within --body-read-timeout) or busy (over the buffered-bytes budget)) and allowed",
             requests.clone(),
         );
         // 0.25 ms to about 4 s: loopback answers to lookups that hit their deadline.
@@ -130,11 +132,12 @@ impl Metrics {
     }
 
     /// Counts one answered request.
-    pub fn request(&self, outcome: &str, allowed: bool, elapsed: Duration) {
+    pub fn request(&self, check: &str, outcome: &str, allowed: bool, elapsed: Duration) {
         self.requests
             .get_or_create(&RequestLabels {
                 outcome: outcome.to_owned(),
                 allowed: allowed.to_string(),
+                check: check.to_owned(),
             })
             .inc();
         self.duration.observe(elapsed.as_secs_f64());

@@ -25,17 +25,29 @@ pub enum OnLookupError {
     Allow,
 }
 
+/// What the validation does with a PV whose topology contradicts its disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnContradiction {
+    /// Refuse it: its pods could be scheduled where the disk cannot be attached.
+    #[default]
+    Deny,
+    /// Admit it, with a warning.
+    Warn,
+}
+
 /// Settings of the decision.
 #[derive(Debug, Clone, Default)]
 pub struct DecisionConfig {
     pub on_lookup_error: OnLookupError,
+    /// The validation's policy (`/validate`).
+    pub on_contradiction: OnContradiction,
 }
 
 /// What happened to a request; the value of the `outcome` audit annotation and the
 /// `outcome` label of the request metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// Not a CREATE of a PersistentVolume.
+    /// Not a CREATE of a PersistentVolume (validation: nor an UPDATE of its topology).
     NotApplicable,
     /// The object could not be read as a PersistentVolume.
     Unreadable,
@@ -55,11 +67,15 @@ pub enum Outcome {
     InvalidTopology,
     /// A lookup failed.
     LookupFailed,
+    /// Validation: the PV's topology agrees with its disk.
+    Consistent,
+    /// Validation: the PV's topology contradicts its disk.
+    Contradicts,
 }
 
 impl Outcome {
     /// Every outcome.
-    pub const ALL: [Outcome; 10] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::NotApplicable,
         Outcome::Unreadable,
         Outcome::Trusted,
@@ -70,6 +86,8 @@ impl Outcome {
         Outcome::NotConfigured,
         Outcome::InvalidTopology,
         Outcome::LookupFailed,
+        Outcome::Consistent,
+        Outcome::Contradicts,
     ];
 
     /// The audit annotation value and metrics label.
@@ -85,6 +103,8 @@ impl Outcome {
             Outcome::NotConfigured => "not-configured",
             Outcome::InvalidTopology => "invalid-topology",
             Outcome::LookupFailed => "lookup-failed",
+            Outcome::Consistent => "consistent",
+            Outcome::Contradicts => "contradicts",
         }
     }
 }

@@ -30,7 +30,8 @@ use crate::decision::{MAX_AFFINITY_ITEMS, PROVISIONED_BY_ANNOTATION, decide, ski
 pub use crate::model::ReviewObject;
 use crate::model::{Decision, DecisionConfig, LookupResult, Outcome, Subject};
 use crate::resolve::Resolver;
-use crate::topology::{BETA_ZONE_LABEL, REGION_LABEL, ZONE_LABEL};
+use crate::topology::{BETA_REGION_LABEL, BETA_ZONE_LABEL, REGION_LABEL, ZONE_LABEL};
+use crate::validate;
 
 /// The AdmissionReview version we speak.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
@@ -84,17 +85,36 @@ impl Reviewer {
     /// subcommand and the server alike; the request's uid, kind, name and operation are
     /// recorded on the current span (the server's `admission` span).
     pub async fn review(&self, body: &[u8]) -> Result<Answer, ReviewError> {
+        self.answer(body, Check::Mutate).await
+    }
+
+    /// Answers one validating AdmissionReview (`/validate`, `review --validate`) as
+    /// [`Reviewer::review`] does, judging with [`validate::judge`]: does the PV's
+    /// topology agree with its disk?
+    pub async fn validate(&self, body: &[u8]) -> Result<Answer, ReviewError> {
+        self.answer(body, Check::Validate).await
+    }
+
+    /// Answers one AdmissionReview with the question `check` asks.
+    pub async fn answer(&self, body: &[u8], check: Check) -> Result<Answer, ReviewError> {
         let request = parse_review(body)?;
         let span = tracing::Span::current();
         span.record("uid", request.uid.as_str());
         span.record("kind", request.kind.kind.as_str());
         span.record("name", request.name.as_str());
         span.record("operation", tracing::field::debug(&request.operation));
-        let decision = match subject(&request) {
+        let subject = match check {
+            Check::Mutate => subject(&request),
+            Check::Validate => validate::subject(&request),
+        };
+        let decision = match subject {
             Subject::Skip { outcome, warning } => skipped(&request, outcome, warning),
             Subject::Volume(volume) => {
                 let resolution = self.resolver.resolve(&volume.identity).await;
-                decide(&request, &volume, &resolution, &self.config)
+                match check {
+                    Check::Mutate => decide(&request, &volume, &resolution, &self.config),
+                    Check::Validate => validate::judge(&request, &volume, &resolution, &self.config),
+                }
             }
         };
         let lookup = decision.lookup().map(|(name, result)| (name.to_owned(), result));
@@ -105,6 +125,7 @@ impl Reviewer {
             kind = %request.kind.kind,
             name = %request.name,
             operation = ?request.operation,
+            ?check,
             allowed,
             %outcome,
             patched = response.patch.is_some(),
@@ -116,6 +137,25 @@ impl Reviewer {
             allowed,
             lookup,
         })
+    }
+}
+
+/// Which question a review answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// `/mutate`: the labels and nodeAffinity the PV should have.
+    Mutate,
+    /// `/validate`: whether what the PV says agrees with its disk.
+    Validate,
+}
+
+impl Check {
+    /// The metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::Mutate => "mutate",
+            Check::Validate => "validate",
+        }
     }
 }
 
@@ -170,6 +210,19 @@ struct ObjectOnly {
 struct ObjectField {
     #[serde(default, deserialize_with = "optional_object")]
     object: Option<PvView>,
+}
+
+/// The review again, for its old object alone (UPDATE).
+#[derive(Deserialize)]
+struct OldObjectOnly {
+    request: OldObjectField,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OldObjectField {
+    #[serde(default, deserialize_with = "optional_object")]
+    old_object: Option<PvView>,
 }
 
 #[derive(Deserialize)]
@@ -373,8 +426,12 @@ impl<'de> Visitor<'de> for KeptEntries {
 }
 
 fn topology_labels<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<String, String>>, D::Error> {
-    // The beta zone label is a lookup's hint only (crate::source::identify_pv).
-    or_null(d, KeptEntries(&[ZONE_LABEL, REGION_LABEL, BETA_ZONE_LABEL]))
+    // The beta zone label is a lookup's hint (crate::source::identify_pv); the beta
+    // labels are checked by the validation too.
+    or_null(
+        d,
+        KeptEntries(&[ZONE_LABEL, REGION_LABEL, BETA_ZONE_LABEL, BETA_REGION_LABEL]),
+    )
 }
 
 fn trust_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<String, String>>, D::Error> {
@@ -468,6 +525,21 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
             .map(|view| ReviewObject::readable(view.into(), AFFINITY_OVER.get())),
         Err(error) => Some(ReviewObject::unreadable(error.to_string())),
     };
+    // An UPDATE's old object, read the same way with a budget of its own: the
+    // validation compares what the PV said with what it says.
+    let old_object = if fields.operation == Operation::Update {
+        AFFINITY_BUDGET.set(MAX_AFFINITY_ITEMS);
+        AFFINITY_OVER.set(false);
+        match serde_json::from_slice::<OldObjectOnly>(body) {
+            Ok(only) => only
+                .request
+                .old_object
+                .map(|view| ReviewObject::readable(view.into(), AFFINITY_OVER.get())),
+            Err(error) => Some(ReviewObject::unreadable(error.to_string())),
+        }
+    } else {
+        None
+    };
     Ok(AdmissionRequest {
         types: TypeMeta { api_version, kind },
         uid: fields.uid,
@@ -482,8 +554,7 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
         operation: fields.operation,
         user_info: fields.user_info,
         object,
-        // Not read: the webhook is registered for CREATE, which has no old object.
-        old_object: None,
+        old_object,
         dry_run: fields.dry_run,
         options: fields.options,
     })

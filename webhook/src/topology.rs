@@ -12,6 +12,8 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 pub const BETA_ZONE_LABEL: &str = "failure-domain.beta.kubernetes.io/zone";
 /// The region label (GA key since Kubernetes 1.17).
 pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
+/// The region label before 1.17, which older PVs may still carry.
+pub const BETA_REGION_LABEL: &str = "failure-domain.beta.kubernetes.io/region";
 /// Joins several zones in the zone label (regional disks), as Kubernetes does.
 pub const MULTI_ZONE_DELIMITER: &str = "__";
 

@@ -105,7 +105,7 @@ async fn bodies_that_are_not_reviews_get_400_with_a_reason() {
     assert_eq!(
         sample(
             &metrics_text(&state).await,
-            "pv_topology_webhook_admission_requests_total{outcome=\"bad-request\",allowed=\"false\"}"
+            "pv_topology_webhook_admission_requests_total{outcome=\"bad-request\",allowed=\"false\",check=\"mutate\"}"
         ),
         5.0
     );
@@ -136,7 +136,7 @@ async fn the_body_limit_is_4_mib_and_over_it_is_413() {
     assert_eq!(
         sample(
             &text,
-            "pv_topology_webhook_admission_requests_total{outcome=\"too-large\",allowed=\"false\"}"
+            "pv_topology_webhook_admission_requests_total{outcome=\"too-large\",allowed=\"false\",check=\"mutate\"}"
         ),
         2.0
     );
@@ -160,14 +160,22 @@ impl hyper::body::Body for Chunks {
 #[tokio::test]
 async fn other_paths_and_methods() {
     let state = AppState::new(plain());
-    let (status, _) = call(router(state.clone()), Method::POST, "/validate", fixture("nfs.json")).await;
+    let (status, _) = call(router(state.clone()), Method::POST, "/admit", fixture("nfs.json")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = call(router(state.clone()), Method::GET, "/mutate", Vec::new()).await;
-    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    for path in ["/mutate", "/validate"] {
+        let (status, _) = call(router(state.clone()), Method::GET, path, Vec::new()).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+    }
     let (status, _) = call(router(state.clone()), Method::GET, "/metrics", Vec::new()).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "metrics are not on the webhook port");
-    let (status, _) = call(admin_router(state.clone()), Method::POST, "/mutate", Vec::new()).await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "reviews are not on the metrics port");
+    for path in ["/mutate", "/validate"] {
+        let (status, _) = call(admin_router(state.clone()), Method::POST, path, Vec::new()).await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "reviews are not on the metrics port: {path}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -213,7 +221,7 @@ async fn metrics_count_outcomes_latency_and_lookups() {
     assert_eq!(
         sample(
             &text,
-            &format!("{p}admission_requests_total{{outcome=\"labeled\",allowed=\"true\"}}")
+            &format!("{p}admission_requests_total{{outcome=\"labeled\",allowed=\"true\",check=\"mutate\"}}")
         ),
         3.0,
         "{text}"
@@ -221,7 +229,7 @@ async fn metrics_count_outcomes_latency_and_lookups() {
     assert_eq!(
         sample(
             &text,
-            &format!("{p}admission_requests_total{{outcome=\"unrecognized\",allowed=\"true\"}}")
+            &format!("{p}admission_requests_total{{outcome=\"unrecognized\",allowed=\"true\",check=\"mutate\"}}")
         ),
         1.0,
         "{text}"
@@ -310,9 +318,41 @@ async fn failed_and_timed_out_lookups_are_counted() {
     assert_eq!(
         sample(
             &text,
-            "pv_topology_webhook_admission_requests_total{outcome=\"lookup-failed\",allowed=\"false\"}"
+            "pv_topology_webhook_admission_requests_total{outcome=\"lookup-failed\",allowed=\"false\",check=\"mutate\"}"
         ),
         2.0,
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn validate_answers_on_its_own_path_and_is_counted_as_such() {
+    let state = AppState::new(plain());
+    let lying = create_review(pv(
+        csi("pd.csi.storage.gke.io", "projects/p/zones/europe-west1-b/disks/d1"),
+        Some(json!({"topology.kubernetes.io/zone": "europe-west1-c"})),
+    ));
+    let (status, body) = call(router(state.clone()), Method::POST, "/validate", lying.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert!(answer["response"].get("patch").is_none(), "{answer}");
+    // The same review on /mutate is labeled (the wrong label replaced), not refused.
+    let (_, body) = post(&state, lying).await;
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let text = metrics_text(&state).await;
+    let p = "pv_topology_webhook_admission_requests_total";
+    for (series, count) in [
+        (
+            format!("{p}{{outcome=\"contradicts\",allowed=\"false\",check=\"validate\"}}"),
+            1.0,
+        ),
+        (
+            format!("{p}{{outcome=\"labeled\",allowed=\"true\",check=\"mutate\"}}"),
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&text, &series), count, "{series}: {text}");
+    }
 }

@@ -1,6 +1,6 @@
-//! The Routers: `POST /mutate` answers AdmissionReviews through the one
-//! [`Reviewer::review`](crate::review::Reviewer::review) and counts them from its typed
-//! outcome; the admin Router serves `/healthz`, `/readyz` and `/metrics`.
+//! The Routers: `POST /mutate` and `POST /validate` answer AdmissionReviews through the
+//! one [`Reviewer::answer`](crate::review::Reviewer::answer) and count them from its
+//! typed outcome; the admin Router serves `/healthz`, `/readyz` and `/metrics`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +18,7 @@ use tracing::field::Empty;
 use super::Limits;
 use super::body::BodyReader;
 use crate::metrics::Metrics;
-use crate::review::{ReviewError, Reviewer};
+use crate::review::{Check, ReviewError, Reviewer};
 
 /// What `/readyz` reports: ready once the certificate is loaded and the listener bound,
 /// and no longer once shutdown starts.
@@ -69,7 +69,7 @@ impl AppState {
     }
 }
 
-/// The webhook Router: `POST /mutate` (bodies up to [`MAX_REVIEW_BYTES`](crate::review::MAX_REVIEW_BYTES)), with the
+/// The webhook Router: `POST /mutate` and `POST /validate` (bodies up to [`MAX_REVIEW_BYTES`](crate::review::MAX_REVIEW_BYTES)), with the
 /// default body limits.
 pub fn router(state: AppState) -> Router {
     router_with_limits(state, &Limits::default())
@@ -84,7 +84,14 @@ pub fn router_with_limits(state: AppState, limits: &Limits) -> Router {
         deadline: limits.body_read_timeout,
     };
     Router::new()
-        .route("/mutate", post(mutate))
+        .route(
+            "/mutate",
+            post(|state, request| admission(state, request, Check::Mutate)),
+        )
+        .route(
+            "/validate",
+            post(|state, request| admission(state, request, Check::Validate)),
+        )
         .with_state(MutateState { app: state, bodies })
 }
 
@@ -125,11 +132,12 @@ async fn metrics(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn mutate(State(state): State<MutateState>, request: Request) -> Response {
+async fn admission(State(state): State<MutateState>, request: Request, check: Check) -> Response {
     let started = Instant::now();
     let span = tracing::info_span!(
         "admission",
         uid = Empty,
+        check = check.as_str(),
         kind = Empty,
         name = Empty,
         operation = Empty,
@@ -138,7 +146,7 @@ async fn mutate(State(state): State<MutateState>, request: Request) -> Response 
     let (outcome, allowed, response) = async {
         match state.bodies.read(request).await {
             Ok((body, budget)) => {
-                let answered = answer(&state.app, &body).await;
+                let answered = answer(&state.app, &body, check).await;
                 drop(budget);
                 answered
             }
@@ -153,7 +161,7 @@ async fn mutate(State(state): State<MutateState>, request: Request) -> Response 
     .await;
     span.record("outcome", outcome);
     let elapsed = started.elapsed();
-    state.app.metrics.request(outcome, allowed, elapsed);
+    state.app.metrics.request(check.as_str(), outcome, allowed, elapsed);
     span.in_scope(|| {
         tracing::info!(
             allowed,
@@ -166,8 +174,8 @@ async fn mutate(State(state): State<MutateState>, request: Request) -> Response 
 }
 
 /// The outcome label, whether the request was allowed, and the HTTP response.
-async fn answer(state: &AppState, body: &[u8]) -> (&'static str, bool, Response) {
-    match state.reviewer.review(body).await {
+async fn answer(state: &AppState, body: &[u8], check: Check) -> (&'static str, bool, Response) {
+    match state.reviewer.answer(body, check).await {
         Ok(answer) => {
             if let Some((lookup, result)) = &answer.lookup {
                 state.metrics.lookup(lookup, *result);

@@ -51,6 +51,7 @@ pub fn with_lookup(lookup: Arc<dyn TopologyLookup>, on_error: OnLookupError) -> 
             .with_deadline(Duration::from_millis(200)),
         DecisionConfig {
             on_lookup_error: on_error,
+            ..DecisionConfig::default()
         },
     )
 }

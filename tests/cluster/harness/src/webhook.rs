@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -130,6 +130,11 @@ impl Webhook {
         format!("https://127.0.0.1:{}/mutate", self.port)
     }
 
+    /// The URL of its `/validate`.
+    pub fn validate_url(&self) -> String {
+        format!("https://127.0.0.1:{}/validate", self.port)
+    }
+
     /// Its log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -216,28 +221,40 @@ pub fn serve(extra: &[&str], env: &[(&str, &str)]) -> Served {
     }
 }
 
-/// The base MutatingWebhookConfiguration (rules, matchConditions, objectSelector,
-/// timeouts as shipped), pointed at `url` with `ca_bundle` and `failure_policy`.
-pub fn configuration(url: &str, ca_bundle: &str, failure_policy: &str) -> MutatingWebhookConfiguration {
-    let path = workspace_root().join("manifests/webhook/base/mutatingwebhookconfiguration.yaml");
+/// A configuration of `manifests/webhook/base` (`file`: rules, matchConditions,
+/// objectSelector, timeouts as shipped), named [`CONFIGURATION`], pointed at `url` with
+/// `ca_bundle` and `failure_policy`.
+fn shipped<T: serde::de::DeserializeOwned>(file: &str, url: &str, ca_bundle: &str, failure_policy: &str) -> T {
+    let path = workspace_root().join("manifests/webhook/base").join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut object: Value = serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     object["metadata"] = json!({"name": CONFIGURATION});
     for webhook in object["webhooks"].as_array_mut().into_iter().flatten() {
+        assert!(webhook.get("matchConditions").is_some(), "{file}: matchConditions");
         webhook["clientConfig"] = json!({"url": url, "caBundle": ca_bundle});
         webhook["failurePolicy"] = json!(failure_policy);
     }
-    let configuration: MutatingWebhookConfiguration =
-        serde_json::from_value(object).expect("a MutatingWebhookConfiguration");
-    assert!(
-        configuration
-            .webhooks
-            .as_ref()
-            .and_then(|w| w.first())
-            .is_some_and(|w| w.match_conditions.is_some()),
-        "matchConditions read from the manifest"
-    );
-    configuration
+    serde_json::from_value(object).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// The base MutatingWebhookConfiguration, pointed at `url`.
+pub fn configuration(url: &str, ca_bundle: &str, failure_policy: &str) -> MutatingWebhookConfiguration {
+    shipped("mutatingwebhookconfiguration.yaml", url, ca_bundle, failure_policy)
+}
+
+/// Creates or replaces the base ValidatingWebhookConfiguration, pointed at `url`
+/// (a `/validate`), with `failure_policy` (server-side apply).
+pub async fn register_validating(client: &kube::Client, url: &str, ca_bundle: &str, failure_policy: &str) {
+    let configuration: ValidatingWebhookConfiguration =
+        shipped("validatingwebhookconfiguration.yaml", url, ca_bundle, failure_policy);
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    api.patch(
+        CONFIGURATION,
+        &PatchParams::apply("webhook-test").force(),
+        &Patch::Apply(&configuration),
+    )
+    .await
+    .expect("apply ValidatingWebhookConfiguration");
 }
 
 /// Creates or replaces the configuration (server-side apply).
