@@ -62,15 +62,16 @@ impl Drop for TlsProxy {
 pub fn certificates(dir: &Path, hosts: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
     let mut ca_params = CertificateParams::default();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate().unwrap();
-    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let ca = ca_params.self_signed(&ca_key).expect("a self-signed CA");
     let issuer = Issuer::new(ca_params, ca_key);
-    let params = CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = params.signed_by(&key, &issuer).unwrap();
+    let params = CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())
+        .expect("the registry names are certificate names");
+    let key = KeyPair::generate().expect("a serving key");
+    let leaf = params.signed_by(&key, &issuer).expect("a certificate signed by the CA");
     let write = |name: &str, text: String| {
         let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         path
     };
     (
