@@ -46,6 +46,10 @@ pub enum Command {
     Certs(CertsArgs),
     /// Sleep, then exit 0: a preStop hook for images without a shell.
     Sleep(SleepArgs),
+    /// Read every PersistentVolume of a cluster, resolve each as the webhook would and
+    /// report which lack the topology /mutate would give them or contradict their disk.
+    /// Exit status 0: all fine; 2: some PV is not; 1: an error.
+    Audit(Box<AuditArgs>),
 }
 
 /// Arguments of `serve`.
@@ -232,6 +236,52 @@ pub struct ReviewArgs {
     pub decision: DecisionArgs,
 }
 
+/// Arguments of `audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The kubeconfig to reach the cluster with; unset: $KUBECONFIG, ~/.kube/config, then
+    /// the pod's service account (in-cluster).
+    #[arg(long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (with --kubeconfig, or the default kubeconfig).
+    #[arg(long, value_name = "NAME", env = "PV_TOPOLOGY_WEBHOOK_CONTEXT")]
+    pub context: Option<String>,
+    /// How the report is written: a table (NAME, VOLUME, STATUS, DETAIL) or a JSON array.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        env = "PV_TOPOLOGY_WEBHOOK_OUTPUT",
+        default_value = "table"
+    )]
+    pub output: AuditOutput,
+    /// PersistentVolumes asked for per list request (paging with `continue`).
+    #[arg(
+        long,
+        value_name = "COUNT",
+        env = "PV_TOPOLOGY_WEBHOOK_PAGE_SIZE",
+        default_value = "500",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub page_size: u32,
+    /// Add the missing topology labels through the apiserver (a merge patch of
+    /// metadata.labels; needs `patch` on persistentvolumes). nodeAffinity is immutable:
+    /// PVs lacking it are reported with the remedy.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_FIX_LABELS")]
+    pub fix_labels: bool,
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+}
+
+/// `audit --output` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuditOutput {
+    /// Columns NAME, VOLUME, STATUS, DETAIL.
+    Table,
+    /// An array of objects (name, volume, status, detail, missing_labels, missing_affinity).
+    Json,
+}
+
 /// How to answer.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Decision")]
@@ -387,6 +437,55 @@ mod tests {
         assert!(
             Cli::try_parse_from(["pv-topology-webhook", "serve", "--tls-cert-file", "c.pem"]).is_err(),
             "the key file is required"
+        );
+    }
+
+    #[test]
+    fn audit_flags_parse_with_defaults() {
+        let cli = Cli::try_parse_from(["pv-topology-webhook", "audit"]).unwrap();
+        let Command::Audit(args) = cli.command else {
+            panic!("not parsed as audit: {:?}", cli.command);
+        };
+        assert_eq!(args.output, AuditOutput::Table);
+        assert_eq!(args.page_size, 500);
+        assert!(!args.fix_labels);
+        assert_eq!(args.kubeconfig, None);
+        let cli = Cli::try_parse_from([
+            "pv-topology-webhook",
+            "audit",
+            "--kubeconfig",
+            "k.yaml",
+            "--context",
+            "prod",
+            "--output",
+            "json",
+            "--page-size",
+            "2",
+            "--fix-labels",
+            "--rules",
+            "r.yaml",
+            "--gce-lookup",
+        ])
+        .unwrap();
+        let Command::Audit(args) = cli.command else {
+            panic!("not parsed as audit: {:?}", cli.command);
+        };
+        assert_eq!(args.output, AuditOutput::Json);
+        assert_eq!(args.page_size, 2);
+        assert!(args.fix_labels);
+        assert_eq!(args.kubeconfig, Some(PathBuf::from("k.yaml")));
+        assert_eq!(args.context.as_deref(), Some("prod"));
+        assert_eq!(args.topology.rules, vec![PathBuf::from("r.yaml")]);
+        assert!(args.topology.gce.gce_lookup);
+        for bad in [["--output", "yaml"], ["--page-size", "0"]] {
+            let mut argv = vec!["pv-topology-webhook", "audit"];
+            argv.extend_from_slice(&bad);
+            let error = Cli::try_parse_from(argv).unwrap_err().to_string();
+            assert!(error.contains(bad[0]), "{error}");
+        }
+        assert!(
+            Cli::try_parse_from(["pv-topology-webhook", "audit", "--on-contradiction", "warn"]).is_err(),
+            "audit reports; it has no admission policy"
         );
     }
 

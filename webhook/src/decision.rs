@@ -149,7 +149,9 @@ pub(crate) fn lookup_failed(
     }
 }
 
-fn is_trusted(pv: &PersistentVolume) -> bool {
+/// Whether `pv` is a provisioned PV with both topology labels, whose labels /mutate
+/// trusts (and `audit` too).
+pub(crate) fn is_trusted(pv: &PersistentVolume) -> bool {
     let provisioned = pv
         .metadata
         .annotations
@@ -194,8 +196,9 @@ fn apply(
 }
 
 /// The PV as the decision wants it, in the parts it may change (the labels and
-/// nodeAffinity; the rest is left out), with warnings for what it leaves alone.
-fn wanted(volume: &Volume<'_>, resolved: &Resolved, warnings: &mut Vec<String>) -> PersistentVolume {
+/// nodeAffinity; the rest is left out), with warnings for what it leaves alone. `audit`
+/// compares a stored PV with it to find what /mutate would have added.
+pub(crate) fn wanted(volume: &Volume<'_>, resolved: &Resolved, warnings: &mut Vec<String>) -> PersistentVolume {
     let pv = volume.pv;
     let mut labels = pv.metadata.labels.clone();
     set_labels(&mut labels, resolved, warnings);

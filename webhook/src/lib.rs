@@ -11,9 +11,10 @@
 //!   no lookup, cloud or server code.
 //!
 //! Around them: [`server`] (HTTPS, health, shutdown), [`tls`] (certificate reload),
-//! [`metrics`] and [`certs`] (a CA and serving certificate for clusters without
-//! cert-manager).
+//! [`metrics`], [`certs`] (a CA and serving certificate for clusters without
+//! cert-manager) and [`audit`] (the PVs of a cluster, judged as the webhook would).
 
+pub mod audit;
 pub mod azure;
 pub mod builtin;
 pub mod certs;
@@ -38,6 +39,7 @@ pub mod validate;
 pub mod vsphere;
 
 use std::io::{Read as _, Write as _};
+use std::process::ExitCode;
 
 use thiserror::Error;
 
@@ -120,6 +122,8 @@ pub enum Error {
     /// The vSphere config turns certificate checks off and the operator did not allow it.
     #[error("--vsphere-config: {0}; or pass --vsphere-allow-insecure-tls to allow it")]
     VsphereInsecure(#[source] cloud_access::vsphere::VsphereError),
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
     #[error("--vsphere-lookup: {0}")]
     Vsphere(#[source] vsphere::VsphereSetupError),
     /// A bad `--vsphere-endpoint` (the message names it).
@@ -157,7 +161,7 @@ pub fn serve_config(args: &ServeArgs) -> ServeConfig {
 }
 
 /// Runs the command.
-pub async fn run(cli: Cli) -> Result<(), Error> {
+pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Serve(args) => {
             let metrics = std::sync::Arc::new(Metrics::new());
@@ -178,7 +182,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 signals.recv().await
             };
             tokio::select! {
-                result = run => Ok(result?),
+                result = run => Ok(result.map(|()| ExitCode::SUCCESS)?),
                 name = signalled => Err(Error::Interrupted(name)),
             }
         }
@@ -188,11 +192,25 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{}", written.ca_bundle()).map_err(Error::Stdout)?;
             stdout.flush().map_err(Error::Stdout)?;
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::Sleep(args) => {
             tokio::time::sleep(args.duration).await;
-            Ok(())
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(args) => {
+            let resolver = setup::resolver(&args.topology, None)?;
+            let client = audit::client(&args).await?;
+            let (findings, failure) = audit::audit(client, &resolver, args.page_size, args.fix_labels).await?;
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(audit::render(&findings, args.output).as_bytes())
+                .and_then(|()| stdout.flush())
+                .map_err(Error::Stdout)?;
+            match failure {
+                Some(error) => Err(error.into()),
+                None => Ok(ExitCode::from(audit::exit_code(&findings))),
+            }
         }
         Command::Review(args) => {
             let reviewer = reviewer(&args.topology, &args.decision, None)?;
@@ -211,7 +229,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(&answer.body).map_err(Error::Stdout)?;
             stdout.flush().map_err(Error::Stdout)?;
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -1,4 +1,4 @@
-//! From flags to a [`Reviewer`]: the rules files and each cloud lookup the flags turn
+//! From flags to a [`Resolver`] and a [`Reviewer`]: the rules files and each cloud lookup the flags turn
 //! on, read and checked here, at start-up, so that a bad setting stops the program
 //! before it serves. Every lookup is put behind the one [`CachedLookup`] with the same
 //! cache settings and, when serving, its own hit and miss counters.
@@ -23,6 +23,12 @@ pub fn reviewer(
     decision: &DecisionArgs,
     metrics: Option<&Metrics>,
 ) -> Result<Reviewer, Error> {
+    Ok(Reviewer::new(resolver(topology, metrics)?, decision.config()))
+}
+
+/// Builds the resolver the topology flags describe (the rules, each lookup they turn on,
+/// behind its cache): the one piece `serve`, `review` and `audit` resolve with.
+pub fn resolver(topology: &TopologyArgs, metrics: Option<&Metrics>) -> Result<Resolver, Error> {
     let rules = Rules::load(&topology.rules)?;
     let mut resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
     let cached = |lookup: Box<dyn TopologyLookup>, counter: &str| -> Arc<dyn TopologyLookup> {
@@ -50,7 +56,7 @@ pub fn reviewer(
         let lookup = vsphere_lookup(&topology.vsphere, topology)?;
         resolver = resolver.with_lookup(cached(Box::new(lookup), vsphere::NAME));
     }
-    Ok(Reviewer::new(resolver, decision.config()))
+    Ok(resolver)
 }
 
 /// The vSphere lookup the `--vsphere-*` flags describe: the CSI driver's config read
