@@ -262,16 +262,23 @@ pub enum AuditError {
     #[error("cannot make a client for the cluster: {0}")]
     Client(#[source] kube::Error),
     #[error("cannot list PersistentVolumes (the audit needs `list` on persistentvolumes): {0}")]
-    List(#[source] kube::Error),
+    List(String),
     #[error(
-        "--fix-labels: {failed} PV(s) not patched; first, {name}: {source} (--fix-labels needs `patch` on persistentvolumes: the ClusterRole pv-topology-webhook-audit-fix-labels)"
+        "--fix-labels: {failed} PV(s) not patched; first, {name}: {message} (--fix-labels needs `patch` on persistentvolumes: the ClusterRole pv-topology-webhook-audit-fix-labels)"
     )]
     Fix {
         failed: usize,
         name: String,
-        #[source]
-        source: kube::Error,
+        message: String,
     },
+}
+
+/// What the apiserver said (its Status message and code), or the client's error.
+fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({} {})", status.message, status.code, status.reason),
+        other => other.to_string(),
+    }
 }
 
 /// A client for the cluster `args` name: `--kubeconfig` (with `--context`), else
@@ -317,7 +324,7 @@ pub async fn audit(
         if let Some(token) = &token {
             params = params.continue_token(token);
         }
-        let page = api.list(&params).await.map_err(AuditError::List)?;
+        let page = api.list(&params).await.map_err(|e| AuditError::List(describe(&e)))?;
         for pv in &page.items {
             findings.push(examine(resolver, pv).await);
         }
@@ -344,11 +351,11 @@ pub async fn audit(
             Ok(_) => fixed(finding),
             Err(source) => {
                 failed += 1;
-                first.get_or_insert((finding.name.clone(), source));
+                first.get_or_insert((finding.name.clone(), describe(&source)));
             }
         }
     }
-    let failure = first.map(|(name, source)| AuditError::Fix { failed, name, source });
+    let failure = first.map(|(name, message)| AuditError::Fix { failed, name, message });
     Ok((findings, failure))
 }
 

@@ -286,3 +286,49 @@ async fn fixed_labels_change_the_status_of_a_pv_that_lacked_only_labels() {
     );
     assert_eq!(exit_code(&[bare]), 2);
 }
+
+/// Runs the binary's `audit` with `args`, no kubeconfig from the environment.
+fn run_audit(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
+        .arg("audit")
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_unreachable_cluster_or_a_bad_kubeconfig_is_exit_status_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let secret = "not-a-real-token-1234";
+    std::fs::write(
+        &kubeconfig,
+        serde_json::to_string(&json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+            "users": [{"name": "u", "user": {"token": secret}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let out = run_audit(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot list PersistentVolumes"), "{stderr}");
+    assert!(!stderr.contains(secret), "the token is never shown: {stderr}");
+    assert!(out.stdout.is_empty());
+
+    let missing = dir.path().join("missing");
+    let out = run_audit(&["--kubeconfig", missing.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--kubeconfig"), "{stderr}");
+
+    let out = run_audit(&["--kubeconfig", kubeconfig.to_str().unwrap(), "--context", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+}
