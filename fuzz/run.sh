@@ -27,8 +27,12 @@ printf '%-24s %12s %8s  %s\n' target executions exec/s result
 for target in $targets; do
   log="$here/target/logs/$target.log"
   mkdir -p "$(dirname "$log")" "$here/target/artifacts/$target"
+  # -jobs=1 runs the fuzzer in a child process whose log, fuzz-0.log, is
+  # written to the working directory: keep it under target/.
+  cd "$here/target/logs"
   result=ok
-  if ! "${fuzz[@]}" run "$target" "$corpus/$target" -- \
+  # The binary cargo fuzz built, run directly (`cargo fuzz run` would build again).
+  if ! "$here/target/x86_64-unknown-linux-gnu/release/$target" "$corpus/$target" \
       -max_total_time="$seconds" -jobs=1 -workers=1 -print_final_stats=1 \
       -artifact_prefix="$here/target/artifacts/$target/" -rss_limit_mb=2048 -timeout=10 \
       >"$log" 2>&1; then

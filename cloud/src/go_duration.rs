@@ -95,18 +95,24 @@ pub fn parse(text: &str) -> Result<i64, GoDurationError> {
         };
         let mut value = whole.checked_mul(scale as u128).ok_or_else(overflow)?;
         if !frac_part.is_empty() {
-            // Go keeps the fraction's digits as long as they fit and scales
-            // the kept part; digits past that precision are dropped.
+            // Go's `leadingFraction`: the fraction's digits are kept while
+            // they fit in 1<<63 and scale the kept part, digits past that
+            // precision are dropped; the scale is a float64 (leading zeros
+            // beyond any integer's range make it huge, not an overflow).
             let mut frac: u128 = 0;
-            let mut divisor: u128 = 1;
+            let mut divisor: f64 = 1.0;
             for digit in frac_part.bytes() {
-                if frac > (1u128 << 63) / 10 {
+                if frac > ((1u128 << 63) - 1) / 10 {
                     break;
                 }
-                frac = frac * 10 + u128::from(digit - b'0');
-                divisor *= 10;
+                let next = frac * 10 + u128::from(digit - b'0');
+                if next > 1u128 << 63 {
+                    break;
+                }
+                frac = next;
+                divisor *= 10.0;
             }
-            value += (frac as f64 * (scale as f64 / divisor as f64)) as u128;
+            value += (frac as f64 * (scale as f64 / divisor)) as u128;
         }
         total = total.checked_add(value).ok_or_else(overflow)?;
         if total > 1u128 << 63 {

@@ -4,7 +4,8 @@
 //! Properties, from what kubelet's parsing (Go's `url.Parse` of
 //! `"https://" + text`) normalises away:
 //! - a query or fragment of the image does not change the result;
-//! - percent-escaping a letter or digit of the image's path does not change it;
+//! - percent-escaping a letter or digit of the image's path (one without
+//!   escapes) does not change it;
 //! - a pattern without glob characters matches itself;
 //! - a match still holds for a longer path of the image (prefix rule);
 //! - `keyring_key` drops an `https://` or `http://` scheme, and a `/v1/` or
@@ -35,15 +36,24 @@ fuzz_target!(|data: &[u8]| {
         );
         if let Some(slash) = image.find('/') {
             let path = &image[slash..];
-            if let Some(i) = path.find(|c: char| c.is_ascii_alphanumeric()) {
+            // (Only in a path without escapes: a letter may be part of one.)
+            if let Some(i) = path
+                .find(|c: char| c.is_ascii_alphanumeric())
+                .filter(|_| !path.contains('%'))
+            {
                 let at = slash + i;
                 let escaped = format!("{}%{:02X}{}", &image[..at], image.as_bytes()[at], &image[at + 1..]);
+                // (Errors may quote the escape: only what parses is compared.)
                 assert_eq!(
                     parse_schemeless(&escaped).ok(),
                     parse_schemeless(image).ok(),
                     "escaping changes the parse of {image:?}"
                 );
-                assert_eq!(urls_match(pattern, &escaped), result, "escaping changes {image:?}");
+                assert_eq!(
+                    urls_match(pattern, &escaped).ok(),
+                    result.clone().ok(),
+                    "escaping changes {image:?}"
+                );
             }
         }
         if result == Ok(true) {

@@ -107,6 +107,11 @@ pub fn metadata_target(provider: cloud_access::metadata::Provider, data: &[u8]) 
     let Some(tree) = metadata_tree(data) else {
         return;
     };
+    // As the programs' main does: reqwest needs a crypto provider to build a client.
+    static PROVIDER: std::sync::Once = std::sync::Once::new();
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
     let client = MetadataClient::from_documents(provider, tree).expect("an in-memory client");
     let Ok(instance) = block_on(client.instance()) else {
         return;
