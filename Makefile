@@ -66,6 +66,11 @@ bench: release
 	@bash bench/acr.sh
 	@bash bench/webhook.sh
 
+# The webhook under faults for SOAK_SECONDS (default 180): docs/benchmarks.md, "soak".
+.PHONY: soak
+soak: release tools
+	@bash bench/soak.sh
+
 clean:
 	$(CARGO) clean
 

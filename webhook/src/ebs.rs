@@ -92,7 +92,7 @@ impl EbsLookup {
                     self.client.region(),
                     self.region_hint
                 )),
-                _ => failed(e),
+                _ => self.failed(e),
             })?;
         let volume = volumes
             .into_iter()
@@ -106,8 +106,17 @@ impl EbsLookup {
     }
 }
 
-fn failed(error: AwsError) -> LookupError {
-    LookupError::Failed(error.to_string())
+impl EbsLookup {
+    /// A failed call as the lookup reports it: running out of time (the client's
+    /// deadline is the lookup's) is a timeout, as the resolver counts its own.
+    fn failed(&self, error: AwsError) -> LookupError {
+        match error {
+            AwsError::Deadline { .. } | AwsError::Transport { timeout: true, .. } => {
+                LookupError::TimedOut(self.deadline)
+            }
+            error => LookupError::Failed(error.to_string()),
+        }
+    }
 }
 
 /// The EBS volume ID in an in-tree volume ID or a CSI handle, when the

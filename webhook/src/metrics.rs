@@ -50,6 +50,7 @@ pub struct Metrics {
     cache_misses: Family<CacheLabels, Counter>,
     cert_expiry: Gauge,
     cert_reloads: Family<ResultLabels, Counter>,
+    client_ca_reloads: Family<ResultLabels, Counter>,
     handshake_errors: Counter,
 }
 
@@ -112,6 +113,12 @@ impl Metrics {
             "Changed certificate files seen, by result (success, or failure: the previous pair stays)",
             cert_reloads.clone(),
         );
+        let client_ca_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "client_ca_reloads",
+            "Changed --client-ca-file contents seen, by result (success, or failure: the previous CAs stay)",
+            client_ca_reloads.clone(),
+        );
         let handshake_errors = Counter::default();
         registry.register(
             "tls_handshake_errors",
@@ -127,6 +134,7 @@ impl Metrics {
             cache_misses,
             cert_expiry,
             cert_reloads,
+            client_ca_reloads,
             handshake_errors,
         }
     }
@@ -170,14 +178,14 @@ impl Metrics {
         self.cert_expiry.set(not_after_unix_seconds);
     }
 
-    /// Counts a reload attempt.
+    /// Counts a reload attempt of the serving certificate.
     pub fn certificate_reload(&self, success: bool) {
-        let result = if success { "success" } else { "failure" };
-        self.cert_reloads
-            .get_or_create(&ResultLabels {
-                result: result.to_owned(),
-            })
-            .inc();
+        count_result(&self.cert_reloads, success);
+    }
+
+    /// Counts a reload attempt of the client CA file.
+    pub fn client_ca_reload(&self, success: bool) {
+        count_result(&self.client_ca_reloads, success);
     }
 
     /// Counts a failed TLS handshake.
@@ -191,4 +199,14 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
     }
+}
+
+/// Counts one `success` or `failure` in `family`.
+fn count_result(family: &Family<ResultLabels, Counter>, success: bool) {
+    let result = if success { "success" } else { "failure" };
+    family
+        .get_or_create(&ResultLabels {
+            result: result.to_owned(),
+        })
+        .inc();
 }

@@ -391,10 +391,17 @@ impl CertReloader {
     /// Reads the client CA file once and swaps in the new CAs if it changed and loads;
     /// `Ok(true)` when it did.
     pub fn poll_client_ca(&mut self) -> Result<bool, TlsError> {
-        match &mut self.client_ca {
-            None => Ok(false),
-            Some(ca) => ca.poll(),
+        let Some(ca) = &mut self.client_ca else {
+            return Ok(false);
+        };
+        let polled = ca.poll();
+        match &polled {
+            Ok(true) => self.metrics.client_ca_reload(true),
+            // Unreadable (mid-swap, deleted) is not counted, as for the serving pair.
+            Err(TlsError::Read { .. }) | Ok(false) => {}
+            Err(_) => self.metrics.client_ca_reload(false),
         }
+        polled
     }
 
     /// The resolver to give rustls.

@@ -390,9 +390,17 @@ async fn the_client_ca_file_is_reloaded_and_a_broken_one_keeps_the_old_cas() {
     assert!(post_once(server.addr, as_client(&old), &body).await.is_ok());
     assert!(post_once(server.addr, as_client(&new), &body).await.is_err());
 
-    // Broken: the old CAs stay (several polls pass in 300 ms; then still the old CAs).
+    // Broken: once the reload has failed (counted), the old CAs still serve.
     std::fs::write(&ca_file, "not a certificate").unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics = server.state.metrics.clone();
+    eventually("the broken CA file is seen and refused", || {
+        let metrics = metrics.clone();
+        async move {
+            let text = metrics.encode().unwrap();
+            text.contains("pv_topology_webhook_client_ca_reloads_total{result=\"failure\"} 1")
+        }
+    })
+    .await;
     assert!(post_once(server.addr, as_client(&old), &body).await.is_ok());
 
     // Both CAs during a rotation, then only the new one.
@@ -411,6 +419,11 @@ async fn the_client_ca_file_is_reloaded_and_a_broken_one_keeps_the_old_cas() {
     })
     .await;
     assert!(post_once(server.addr, as_client(&new), &body).await.is_ok());
+    let text = server.state.metrics.encode().unwrap();
+    assert!(
+        text.contains("pv_topology_webhook_client_ca_reloads_total{result=\"success\"} 2"),
+        "{text}"
+    );
     server.stop().await;
 }
 
