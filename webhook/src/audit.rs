@@ -30,8 +30,9 @@ pub const FIELD_MANAGER: &str = "pv-topology-webhook-audit";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
-    /// Its topology is what /mutate would give it and agrees with its disk (or a
-    /// provisioner's labels are trusted, as /mutate trusts them).
+    /// Its topology is what /mutate would give it and agrees with its disk (or, when no
+    /// topology is found for it, a provisioner's labels are trusted, as /mutate trusts
+    /// them).
     Fine,
     /// Labels /mutate would add are absent; nodeAffinity is complete.
     MissingLabels,
@@ -141,9 +142,8 @@ pub fn classify(pv: &PersistentVolume, identity: Option<&VolumeIdentity>, resolu
         let listed = found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         return finding(Status::Contradicts, format!("{listed} (found by {})", resolved.source));
     }
-    if trusted {
-        return finding(Status::Fine, trusted_detail());
-    }
+    // A provisioner's labels, trusted by /mutate, are judged here all the same: a PV
+    // without nodeAffinity can be scheduled anywhere, whoever labelled it.
     let volume = Volume {
         pv,
         identity: identity.clone(),
@@ -173,6 +173,11 @@ pub fn classify(pv: &PersistentVolume, identity: Option<&VolumeIdentity>, resolu
             missing_affinity.join(", "),
             resolved.source
         );
+        if trusted {
+            detail.push_str(
+                " (drop its topology labels from the saved object: /mutate trusts a provisioned PV's labels and adds nothing)",
+            );
+        }
         if !missing_labels.is_empty() {
             let _ = write!(detail, "; labels to add: {}", labels_text());
         }

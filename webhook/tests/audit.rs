@@ -145,26 +145,34 @@ async fn contradictions_say_what_and_where() {
 }
 
 #[tokio::test]
-async fn a_provisioned_and_labelled_pv_is_trusted_as_mutate_trusts_it() {
-    let mut provisioned = pd("prov", labeled(), None);
-    provisioned.metadata.annotations = Some(
-        [(
-            "pv.kubernetes.io/provisioned-by".to_owned(),
-            "pd.csi.storage.gke.io".to_owned(),
-        )]
-        .into(),
+async fn a_provisioned_and_labelled_pv_is_trusted_only_without_a_topology() {
+    let provisioned = |mut pv: PersistentVolume| {
+        pv.metadata.annotations = Some(
+            [(
+                "pv.kubernetes.io/provisioned-by".to_owned(),
+                "pd.csi.storage.gke.io".to_owned(),
+            )]
+            .into(),
+        );
+        pv
+    };
+    let complete = provisioned(pd("prov", labeled(), Some("europe-west1-b")));
+    assert_eq!(judge(&complete).await.status, Status::Fine);
+    // /mutate trusts it and adds nothing, but the scheduler has no constraint: reported,
+    // with what the recreate must do differently.
+    let bare = provisioned(pd("prov", labeled(), None));
+    let finding = judge(&bare).await;
+    assert_eq!(finding.status, Status::MissingAffinity, "{finding:?}");
+    assert!(
+        finding.detail.contains("drop its topology labels"),
+        "{}",
+        finding.detail
     );
-    let finding = judge(&provisioned).await;
-    assert_eq!(finding.status, Status::Fine, "{finding:?}");
-    assert!(finding.detail.contains("trusted"));
-    // Trusted without a topology either.
-    let identity = identify_pv(&provisioned).unwrap();
-    let finding = classify(
-        &provisioned,
-        Some(&identity),
-        &Resolution::NotConfigured { flag: "--rules" },
-    );
+    // Without a topology to judge it by, its labels are trusted.
+    let identity = identify_pv(&bare).unwrap();
+    let finding = classify(&bare, Some(&identity), &Resolution::NotConfigured { flag: "--rules" });
     assert_eq!(finding.status, Status::Fine);
+    assert!(finding.detail.contains("trusted"), "{}", finding.detail);
 }
 
 #[tokio::test]

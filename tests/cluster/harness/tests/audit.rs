@@ -291,9 +291,12 @@ async fn audit_reports_fixes_labels_and_runs_with_only_its_read_only_role() {
     saved.metadata.creation_timestamp = None;
     saved.metadata.managed_fields = None;
     saved.metadata.finalizers = None;
+    // As the migration guide says: the topology labels go too; the webhook writes them.
+    saved.metadata.labels = None;
     saved.status = None;
     let recreated = pvs.create(&post, &saved).await.expect("recreated");
     assert_eq!(affinity(&recreated), zone_affinity(GKE_ZONE, "europe-west1-b"));
+    assert_eq!(labels(&recreated), labelled);
     delete_pv(&pvs, "lying").await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let out = loop {
