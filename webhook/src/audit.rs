@@ -268,9 +268,7 @@ pub enum AuditError {
     Client(#[source] kube::Error),
     #[error("cannot list PersistentVolumes (the audit needs `list` on persistentvolumes): {0}")]
     List(String),
-    #[error(
-        "--fix-labels: {failed} PV(s) not patched; first, {name}: {message} (--fix-labels needs `patch` on persistentvolumes: the ClusterRole pv-topology-webhook-audit-fix-labels)"
-    )]
+    #[error("--fix-labels: {failed} PV(s) not patched; first, {name}: {message}")]
     Fix {
         failed: usize,
         name: String,
@@ -356,7 +354,15 @@ pub async fn audit(
             Ok(_) => fixed(finding),
             Err(source) => {
                 failed += 1;
-                first.get_or_insert((finding.name.clone(), describe(&source)));
+                first.get_or_insert_with(|| {
+                    let mut message = describe(&source);
+                    if matches!(&source, kube::Error::Api(status) if status.code == 403) {
+                        message.push_str(
+                            " (--fix-labels needs `patch` on persistentvolumes: the ClusterRole pv-topology-webhook-audit-fix-labels of manifests/webhook/audit/fix-labels)",
+                        );
+                    }
+                    (finding.name.clone(), message)
+                });
             }
         }
     }
