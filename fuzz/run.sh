@@ -8,7 +8,9 @@
 # is fuzz/target/corpus/<target> (seeded from tests/data by fuzz/seeds.py,
 # kept between runs), crashes go to fuzz/target/artifacts/<target>/.
 # Options: FUZZ_TARGETS="a b" runs only those; FUZZ_JOBS (default 2) caps
-# the build's jobs. Exits non-zero when a target fails (a crash or a
+# the build's jobs; FUZZ_BUILD_ARGS are added to `cargo fuzz build` (CI's
+# short pass uses "--sanitizer none": a shorter cold build; the targets
+# check panics and properties, and the suite's crates forbid unsafe code). Exits non-zero when a target fails (a crash or a
 # property broken), after running the others.
 set -euo pipefail
 seconds="${1:-60}"
@@ -20,7 +22,8 @@ targets="${FUZZ_TARGETS:-$("${fuzz[@]}" list)}"
 corpus="$here/target/corpus"
 python3 "$here/seeds.py" "$corpus" >/dev/null
 start=$(date +%s)
-"${fuzz[@]}" build
+# shellcheck disable=SC2086 # FUZZ_BUILD_ARGS is a list of words
+"${fuzz[@]}" build ${FUZZ_BUILD_ARGS:-}
 echo "built every target in $(( $(date +%s) - start )) s"
 failed=()
 printf '%-24s %12s %8s  %s\n' target executions exec/s result
