@@ -66,6 +66,20 @@ bench: release
 	@bash bench/acr.sh
 	@bash bench/webhook.sh
 
+# Fuzzing (fuzz/, docs/testing.md "Fuzzing"): cargo-fuzz on the nightly
+# toolchain. `make fuzz` runs every target 60 s with AddressSanitizer;
+# `make fuzz-short` (CI) builds them without a sanitizer and runs each 3 s.
+FUZZ_VERSION := 0.13.1
+.PHONY: fuzz fuzz-short fuzz-tools
+tools: fuzz-tools
+fuzz-tools:
+	@rustup toolchain list 2>/dev/null | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@$(CARGO) fuzz --version 2>/dev/null | grep -qx 'cargo-fuzz $(FUZZ_VERSION)' || $(CARGO) install --locked cargo-fuzz --version $(FUZZ_VERSION)
+fuzz: fuzz-tools
+	fuzz/run.sh 60
+fuzz-short: fuzz-tools
+	FUZZ_BUILD_ARGS="--sanitizer none" fuzz/run.sh 3
+
 # The webhook under faults for SOAK_SECONDS (default 180): docs/benchmarks.md, "soak".
 .PHONY: soak
 soak: release tools
