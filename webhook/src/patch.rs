@@ -1,10 +1,13 @@
 //! The JSON Patch from a PV as read to the PV the decision wants: a diff of the two typed
 //! PVs over the parts the decision may change (the labels and nodeAffinity), the way
 //! `json_patch::diff` diffs two documents, except for two things the reduced PV calls
-//! for. It was read in part ([`crate::review::ReviewObject`]), so an array is never
-//! rewritten by index: items are appended (`-`), and a selector without terms is
-//! replaced whole (its `nodeSelectorTerms` may have been absent or `null`). Maps are
-//! diffed key by key, so the labels the PV had and we did not read are kept.
+//! for. It was read in part ([`crate::review::ReviewObject`]), so nothing is replaced
+//! that may hold what was not read: a term's `matchExpressions` (read whole: every
+//! requirement's key, operator and values) is replaced as a list, never the term (its
+//! `matchFields` were not read), and a selector without terms is replaced whole (its
+//! `nodeSelectorTerms` may have been absent or `null`). Replacing rather than appending
+//! (`-`) makes the patch idempotent: applied twice, it gives what it gave once. Maps
+//! are diffed key by key, so the labels the PV had and we did not read are kept.
 
 use std::collections::BTreeMap;
 
@@ -110,11 +113,8 @@ fn term(index: usize, before: &NodeSelectorTerm, after: &NodeSelectorTerm, ops: 
     };
     match (&before.match_expressions, &after.match_expressions) {
         (None, Some(after)) => ops.push(add(path(&["matchExpressions"]), after)),
-        (Some(before), Some(after)) => {
-            for added in after.iter().skip(before.len()) {
-                ops.push(add(path(&["matchExpressions", "-"]), added));
-            }
-        }
+        (Some(before), Some(after)) if before != after => ops.push(replace(path(&["matchExpressions"]), after)),
+        (Some(_), Some(_)) => {}
         (_, None) => {}
     }
 }

@@ -22,7 +22,8 @@ async fn existing_terms_without_our_keys_get_our_requirement_each() {
             {"op": "add", "path": "/metadata/labels", "value": {
                 "topology.kubernetes.io/region": "europe-west1",
                 "topology.kubernetes.io/zone": "europe-west1-b"}},
-            {"op": "add", "path": "/spec/nodeAffinity/required/nodeSelectorTerms/0/matchExpressions/-", "value": requirement},
+            {"op": "replace", "path": "/spec/nodeAffinity/required/nodeSelectorTerms/0/matchExpressions",
+             "value": [{"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": ["ssd-pool"]}, requirement]},
             {"op": "add", "path": "/spec/nodeAffinity/required/nodeSelectorTerms/1/matchExpressions", "value": [requirement]}
         ])
     );
