@@ -108,12 +108,14 @@ impl EbsLookup {
 
 impl EbsLookup {
     /// A failed call as the lookup reports it: running out of time (the client's
-    /// deadline is the lookup's) is a timeout, as the resolver counts its own.
+    /// deadline is the lookup's) is a timeout, as the resolver counts its own; a call
+    /// that kept failing otherwise (refused, an untrusted certificate) says why.
     fn failed(&self, error: AwsError) -> LookupError {
         match error {
-            AwsError::Deadline { .. } | AwsError::Transport { timeout: true, .. } => {
-                LookupError::TimedOut(self.deadline)
+            AwsError::Deadline {
+                last_timed_out: true, ..
             }
+            | AwsError::Transport { timeout: true, .. } => LookupError::TimedOut(self.deadline),
             error => LookupError::Failed(error.to_string()),
         }
     }

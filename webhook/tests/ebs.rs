@@ -250,6 +250,29 @@ async fn lookups_stay_inside_the_deadline() {
     assert_eq!(error, LookupError::TimedOut(Duration::from_millis(300)));
 }
 
+/// A call that kept failing for another reason (here a refused connection; in the
+/// image test an untrusted certificate) is an error that says why, not a timeout,
+/// even when its retries end at the deadline.
+#[tokio::test]
+async fn calls_failing_until_the_deadline_say_why() {
+    let lookup = EbsLookup::with_credentials(
+        client("http://127.0.0.1:1/", "us-west-2"),
+        credentials(),
+        Duration::from_millis(800),
+    );
+    let error = lookup
+        .lookup(&VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0b0b"))
+        .await
+        .unwrap_err();
+    let LookupError::Failed(text) = &error else {
+        panic!("not a failure with its cause: {error:?}");
+    };
+    assert!(
+        text.contains("DescribeVolumes") && text.contains("127.0.0.1:1"),
+        "{text}"
+    );
+}
+
 /// The region comes from `--aws-region`, else `AWS_REGION`, else
 /// `AWS_DEFAULT_REGION`; a value that cannot be a region (it becomes part
 /// of a host name) is refused at start-up, naming where it came from.

@@ -151,6 +151,7 @@ impl AwsClient {
                         service: service.signing_name,
                         action,
                         attempts: attempt,
+                        last_timed_out: matches!(other, AwsError::Transport { timeout: true, .. }),
                         last: other.to_string(),
                     },
                 });

@@ -55,6 +55,9 @@ pub enum AwsError {
         action: &'static str,
         attempts: u32,
         last: String,
+        /// Whether the last attempt itself ran out of time (rather than failing,
+        /// e.g. a refused connection or an untrusted certificate).
+        last_timed_out: bool,
     },
     #[error("{service} {action}: unreadable answer: {problem}")]
     Garbage {
