@@ -307,36 +307,40 @@ mod tests {
 
     #[test]
     fn a_temporary_file_left_by_a_killed_write_is_reused() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("out.env");
-        write_atomically(&path, b"A=1\n", 0o600).unwrap();
+        write_atomically(&path, b"A=1\n", 0o600).expect("the atomic write");
         // What a write killed before its rename leaves: half the new content.
         let left = dir.path().join(".out.env.tmp");
-        std::fs::write(&left, b"A=").unwrap();
-        std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"A=1\n");
-        write_atomically(&path, b"A=2\n", 0o600).unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"A=2\n");
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        std::fs::write(&left, b"A=").expect("the file written");
+        std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o666)).expect("permissions set");
+        assert_eq!(std::fs::read(&path).expect("the file read"), b"A=1\n");
+        write_atomically(&path, b"A=2\n", 0o600).expect("the atomic write");
+        assert_eq!(std::fs::read(&path).expect("the file read"), b"A=2\n");
+        let mode = std::fs::metadata(&path)
+            .expect("the file's metadata")
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
         let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name())
+            .expect("listed")
+            .map(|entry| entry.expect("a directory entry").file_name())
             .collect();
         assert_eq!(names, ["out.env"]);
     }
 
     #[test]
     fn a_symlink_or_fifo_in_the_temporary_files_place_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("out.env");
         let elsewhere = dir.path().join("elsewhere");
-        std::fs::write(&elsewhere, b"keep").unwrap();
-        symlink(&elsewhere, dir.path().join(".out.env.tmp")).unwrap();
+        std::fs::write(&elsewhere, b"keep").expect("the file written");
+        symlink(&elsewhere, dir.path().join(".out.env.tmp")).expect("the symlink made");
         let error = write_atomically(&path, b"x", 0o600).unwrap_err();
         assert!(error.to_string().contains(".out.env.tmp"), "{error}");
-        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
-        std::fs::remove_file(dir.path().join(".out.env.tmp")).unwrap();
+        assert_eq!(std::fs::read(&elsewhere).expect("the file read"), b"keep");
+        std::fs::remove_file(dir.path().join(".out.env.tmp")).expect("the file removed");
         mkfifo(&dir.path().join(".out.env.tmp"));
         let error = write_atomically(&path, b"x", 0o600).unwrap_err();
         assert!(error.to_string().contains(".out.env.tmp"), "{error}");
@@ -345,7 +349,7 @@ mod tests {
 
     #[test]
     fn concurrent_writers_of_one_target_take_turns() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("out.env");
         let contents: Vec<Vec<u8>> = (0..8).map(|i| vec![b'a' + i; 64 * 1024]).collect();
         let (path, contents) = (&path, &contents);
@@ -353,16 +357,16 @@ mod tests {
             for content in contents {
                 scope.spawn(move || {
                     for _ in 0..25 {
-                        write_atomically(path, content, 0o600).unwrap();
-                        let now = std::fs::read(path).unwrap();
+                        write_atomically(path, content, 0o600).expect("the atomic write");
+                        let now = std::fs::read(path).expect("the file read");
                         assert!(contents.contains(&now), "a mixed or partial file");
                     }
                 });
             }
         });
-        assert!(contents.contains(&std::fs::read(path).unwrap()));
+        assert!(contents.contains(&std::fs::read(path).expect("the file read")));
         assert_eq!(
-            std::fs::read_dir(dir.path()).unwrap().count(),
+            std::fs::read_dir(dir.path()).expect("the directory listed").count(),
             1,
             "no temporary file is left behind"
         );

@@ -339,15 +339,15 @@ mod tests {
         let tasks: Vec<_> = (0..8)
             .map(|_| {
                 let cache = cache.clone();
-                tokio::spawn(async move { cache.get().await.unwrap() })
+                tokio::spawn(async move { cache.get().await.expect("a token") })
             })
             .collect();
         for task in tasks {
-            assert_eq!(task.await.unwrap().secret().expose_secret(), "token-1");
+            assert_eq!(task.await.expect("the task joined").secret().expose_secret(), "token-1");
         }
         assert_eq!(cache.source().calls.load(Ordering::SeqCst), 1);
         cache.invalidate().await;
-        assert_eq!(cache.get().await.unwrap().secret().expose_secret(), "token-2");
+        assert_eq!(cache.get().await.expect("a token").secret().expose_secret(), "token-2");
     }
 
     #[test]

@@ -442,7 +442,7 @@ mod tests {
 
     #[test]
     fn audit_flags_parse_with_defaults() {
-        let cli = Cli::try_parse_from(["pv-topology-webhook", "audit"]).unwrap();
+        let cli = Cli::try_parse_from(["pv-topology-webhook", "audit"]).expect("the flags parse");
         let Command::Audit(args) = cli.command else {
             panic!("not parsed as audit: {:?}", cli.command);
         };
@@ -466,7 +466,7 @@ mod tests {
             "r.yaml",
             "--gce-lookup",
         ])
-        .unwrap();
+        .expect("the audit flags parse");
         let Command::Audit(args) = cli.command else {
             panic!("not parsed as audit: {:?}", cli.command);
         };
