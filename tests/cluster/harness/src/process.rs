@@ -85,6 +85,25 @@ impl Proc {
         }
     }
 
+    /// The first line of the log that contains `needle`, waiting up to
+    /// `timeout` for it; an error if the process exits first.
+    pub(crate) fn wait_for_log_line(&mut self, needle: &str, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(line) = text.lines().find(|l| l.contains(needle)) {
+                return Ok(line.to_string());
+            }
+            if let Some(status) = self.exited() {
+                bail!("{} exited early ({status})", self.name);
+            }
+            if Instant::now() > deadline {
+                bail!("{} did not log {needle:?} within {timeout:?}", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub(crate) fn tail(&self, max: u64) -> String {
         let mut text = String::new();
         if let Ok(mut f) = fs::File::open(&self.log) {
