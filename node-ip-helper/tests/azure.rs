@@ -56,8 +56,8 @@ const INSTANCE_PUBLIC: &str = "40.113.7.8";
 /// The VM as an Azure guest sees it: eth0 with NIC 0's configurations
 /// (both IPv4 and both IPv6 ones), eth1 with NIC 1's. Public IPs are never
 /// on the host (Azure translates them).
-fn azure_host() -> Option<Netns> {
-    let ns = Netns::new()?;
+fn azure_host() -> Netns {
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.nic("eth1");
     ns.ip(&format!("addr add {V4}/24 dev eth0"));
@@ -66,7 +66,7 @@ fn azure_host() -> Option<Netns> {
     for (ip, dev) in [(V6, "eth0"), (V6_SECONDARY, "eth0"), (NIC1_V6, "eth1")] {
         ns.ip(&format!("addr add {ip}/64 dev {dev} nodad"));
     }
-    Some(ns)
+    ns
 }
 
 fn endpoint(server: &Server) -> String {
@@ -159,8 +159,9 @@ fn nic0(tree: &mut Value) -> &mut Value {
 /// the secondary configurations, or the load balancer's other entries and
 /// rules.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn first_nic_first_configurations_and_the_load_balancers_public_ips() {
-    let Some(ns) = azure_host() else { return };
+    let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
     let json = detect(&ns, &server, &["--ip-family", "dual"]).unwrap();
     assert_eq!(
@@ -186,8 +187,9 @@ fn first_nic_first_configurations_and_the_load_balancers_public_ips() {
 /// always NIC 0's first configuration of the family, never a load
 /// balancer's public IP (not on the host, and an InternalIP is listed).
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn the_node_ip_for_each_family() {
-    let Some(ns) = azure_host() else { return };
+    let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
     for (family, want) in [
         ("ipv4", format!("--node-ip={V4}\n")),
@@ -217,8 +219,9 @@ fn the_node_ip_for_each_family() {
 /// other, however many configurations and NICs the host has. A secondary
 /// configuration or NIC 1 would leave the node tainted.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn no_secondary_configuration_or_other_nic_as_a_fallback() {
-    let Some(ns) = azure_host() else { return };
+    let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
     let deny = format!("{V4}/32");
     let err = detect(&ns, &server, &["--deny-cidr", &deny]).unwrap_err();
@@ -240,8 +243,9 @@ fn no_secondary_configuration_or_other_nic_as_a_fallback() {
 /// then sets the whole list; `check` shows the generic CCM rule's
 /// `GetNodeAddressesFromNodeIP` list, so only what both keep is asserted.)
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn check_against_the_metadata() {
-    let Some(ns) = azure_host() else { return };
+    let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
     let check = |node_ip: &str| run(&ns, &server, "check", "azure", &["--node-ip", node_ip]);
     let kept = [
@@ -274,8 +278,9 @@ fn check_against_the_metadata() {
 /// and the IPv6 configuration gets none, though the load balancer has one
 /// for it.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn an_instance_public_ip_means_the_load_balancer_is_not_read() {
-    let Some(ns) = azure_host() else { return };
+    let ns = azure_host();
     let server = ns.fake_metadata(PUBLIC_IP);
     let json = detect(&ns, &server, &["--ip-family", "dual"]).unwrap();
     assert_eq!(
@@ -312,8 +317,9 @@ fn an_instance_public_ip_means_the_load_balancer_is_not_read() {
 /// `loadbalancer`, no matching entry), the instance's own addresses stand,
 /// without ExternalIP; never an error.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn no_usable_load_balancer_metadata_means_no_external_ip() {
-    let Some(ns) = azure_host() else { return };
+    let ns = azure_host();
     let dir = tempfile::tempdir().unwrap();
     let want = [
         format!("Hostname {COMPUTER_NAME}"),
@@ -366,8 +372,9 @@ fn no_usable_load_balancer_metadata_means_no_external_ip() {
 /// lists none). A first NIC without any private IP is an error, as in the
 /// CCM ("get empty IP addresses"), and so is an instance without NICs.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn ipv6_only_and_empty_first_nics() {
-    let Some(ns) = azure_host() else { return };
+    let ns = azure_host();
     let dir = tempfile::tempdir().unwrap();
     let server = edited(&ns, &dir, MULTI_NIC, |tree| {
         nic0(tree)["ipv4"]["ipAddress"] = serde_json::json!([]);
@@ -409,8 +416,9 @@ fn ipv6_only_and_empty_first_nics() {
 /// for a scale set's VM (uniform or flexible); lowercased, and refused
 /// unless a valid node name.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_name_from_the_instance_name() {
-    let Some(ns) = azure_host() else { return };
+    let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
     let named = |server: &Server| flags(&ns, server, "azure", &["--node-name-from", "instance-name"]);
     assert_eq!(

@@ -32,8 +32,8 @@ const NOT_NODE_IPS: [&str; 4] = ["10.4.0.", "10.128.5.9", "10.8.0.", "35.190.1.2
 
 /// The instance's NICs as a GCE guest sees them: ens4, ens5 and ens6, with
 /// NIC 0's second IPv6 and its /32 alias IP on ens4 as well.
-fn gce_host() -> Option<Netns> {
-    let ns = Netns::new()?;
+fn gce_host() -> Netns {
+    let ns = Netns::new();
     for nic in ["ens4", "ens5", "ens6"] {
         ns.nic(nic);
     }
@@ -43,7 +43,7 @@ fn gce_host() -> Option<Netns> {
     for (ip, dev) in [(NIC0_V6, "ens4"), (NIC0_V6_SECOND, "ens4"), (NIC2_V6, "ens6")] {
         ns.ip(&format!("addr add {ip}/128 dev {dev} nodad"));
     }
-    Some(ns)
+    ns
 }
 
 fn endpoint(server: &Server) -> String {
@@ -127,8 +127,9 @@ fn key(leaf: &str) -> String {
 /// hostname, then the first IPv6 of each NIC. Nothing from `ip-aliases` or
 /// `forwarded-ips`, though a /32 alias is on the host.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn several_nics_in_the_ccms_order_first_ipv6_only_no_alias_ranges() {
-    let Some(ns) = gce_host() else { return };
+    let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
     let json = detect(&ns, &server, &["--ip-family", "dual"]).unwrap();
     assert_eq!(
@@ -153,8 +154,9 @@ fn several_nics_in_the_ccms_order_first_ipv6_only_no_alias_ranges() {
 
 /// `--node-ip` as the program hands it to kubelet, for every family policy.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn the_node_ip_for_each_family() {
-    let Some(ns) = gce_host() else { return };
+    let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
     for (family, want) in [
         ("ipv4", format!("--node-ip={NIC0_V4}\n")),
@@ -185,8 +187,9 @@ fn the_node_ip_for_each_family() {
 /// and NIC 2's IPv6 come next, never NIC 0's second `ipv6s` entry (on the
 /// host and allowed, but not the CCM's), nor an alias IP.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn the_next_nic_in_order_when_the_first_is_set_aside() {
-    let Some(ns) = gce_host() else { return };
+    let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
     let json = detect(&ns, &server, &["--deny-cidr", "10.128.0.0/16"]).unwrap();
     assert_eq!(node_ips(&json), [NIC1_V4]);
@@ -210,8 +213,9 @@ fn the_next_nic_in_order_when_the_first_is_set_aside() {
 /// An alias IP is not a node IP even when it is on the host and the only
 /// address the filters allow; and the CCM would refuse it as `--node-ip`.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn alias_ranges_are_never_node_ips() {
-    let Some(ns) = gce_host() else { return };
+    let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
     let err = detect(&ns, &server, &["--allow-cidr", "10.128.5.9/32"]).unwrap_err();
     assert!(err.contains("no IPv4 address qualifies"), "{err}");
@@ -244,8 +248,9 @@ fn alias_ranges_are_never_node_ips() {
 /// `--node-name-from instance-name`: GCE's `instance/name`, the name the
 /// GCE CCM looks the instance up by; refused unless a valid node name.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_name_from_the_instance_name() {
-    let Some(ns) = gce_host() else { return };
+    let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
     assert_eq!(
         flags(&ns, &server, "gce", &["--node-name-from", "instance-name"]).unwrap(),
@@ -289,8 +294,9 @@ fn node_name_from_the_instance_name() {
 /// tests/azure.rs); the sources
 /// without such a name say so, naming the flag and the source.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn instance_names_of_the_other_sources() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.ip("addr add 10.0.0.5/24 dev eth0");
     for (source, scenario) in [("digitalocean", "digitalocean.json"), ("hetzner", "hetzner.json")] {

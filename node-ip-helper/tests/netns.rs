@@ -6,8 +6,9 @@ mod common;
 use common::Netns;
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn two_default_routes_lowest_metric_wins() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.nic("eth1");
     ns.ip("addr add 10.0.2.15/24 dev eth0");
@@ -22,8 +23,9 @@ fn two_default_routes_lowest_metric_wins() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn vpn_and_container_interfaces_are_excluded_by_default() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.nic("tailscale0");
     ns.nic("docker0");
@@ -48,8 +50,9 @@ fn vpn_and_container_interfaces_are_excluded_by_default() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn primary_address_before_secondary_and_cidr_filters() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.ip("addr add 10.0.0.5/24 dev eth0");
     ns.ip("addr add 10.0.0.200/24 dev eth0"); // a VIP: the kernel marks it secondary
@@ -66,8 +69,9 @@ fn primary_address_before_secondary_and_cidr_filters() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn interface_filter_and_no_default_route() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.nic("ens5");
     ns.ip("addr add 10.1.0.5/24 dev eth0");
@@ -85,8 +89,9 @@ fn interface_filter_and_no_default_route() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn ipv6_only_host_and_dual_stack_both_ways() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.ip("addr add 2001:db8::5/64 dev eth0 nodad");
     ns.ip("-6 route add default via 2001:db8::1 dev eth0");
@@ -114,8 +119,9 @@ fn ipv6_only_host_and_dual_stack_both_ways() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn unusable_ipv6_states_and_down_interfaces_are_set_aside() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.nic("eth1");
     // Slow duplicate address detection down so the address stays tentative.
@@ -136,8 +142,9 @@ fn unusable_ipv6_states_and_down_interfaces_are_set_aside() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn nothing_qualifying_lists_every_candidate_seen() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     let out = ns.helper(&["detect"]);
     assert_eq!(out.status, 1);
     assert!(out.stdout.is_empty());
@@ -154,8 +161,9 @@ fn nothing_qualifying_lists_every_candidate_seen() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn write_is_atomic_changes_only_on_change_and_sticks() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.nic("eth1");
     ns.ip("addr add 10.0.0.5/24 dev eth0");
@@ -220,9 +228,10 @@ fn write_is_atomic_changes_only_on_change_and_sticks() {
 /// dangling link, and it fails before writing anything. A link to a regular
 /// file is followed: the file is replaced, the link kept.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn write_refuses_what_is_not_a_regular_file_without_blocking() {
     use std::os::unix::fs::{FileTypeExt, symlink};
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.ip("addr add 10.0.0.5/24 dev eth0");
     let dir = tempfile::tempdir().unwrap();

@@ -12,8 +12,9 @@ use metadata_common::detect;
 use serde_json::Value;
 
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_name_sources_that_the_source_lacks_are_errors() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.ip("addr add 10.0.0.5/24 dev eth0");
     let out = ns.helper(&["detect", "--node-name-from", "private-dns"]);
@@ -119,8 +120,9 @@ async fn private_dns_name_comes_from_describe_instances() {
 /// subdomain) is refused, naming the source and the value (escaped), so
 /// that `x --authorization-mode=AlwaysAllow` can never become a kubelet flag.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_names_from_every_metadata_source_are_validated() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     let dir = tempfile::tempdir().unwrap();
     let hostile = "x --authorization-mode=AlwaysAllow --v=10";
     let scenario = |name: &str| -> Value {
@@ -182,8 +184,9 @@ fn node_names_from_every_metadata_source_are_validated() {
 /// The same for the kernel's hostname (set in a UTS namespace of its own);
 /// a valid one is lowercased as kubelet lowercases it.
 #[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_names_from_the_hostname_are_validated() {
-    let Some(ns) = Netns::new() else { return };
+    let ns = Netns::new();
     ns.nic("eth0");
     ns.ip("addr add 192.168.10.5/24 dev eth0");
     let with_hostname = |hostname: &str| {
