@@ -449,3 +449,72 @@ async fn the_ipv6_wildcard_also_takes_ipv4() {
     }
     server.stop().await;
 }
+
+/// With `--client-ca-file`, TLS session resumption is off (docs/webhook.md): a client
+/// coming back with the session (TLS 1.3 ticket, TLS 1.2 session id) of a connection
+/// made while its CA was trusted gets a full handshake, so once the CA file stops
+/// trusting it, it is refused instead of resumed past the new check. The control: the
+/// same clients do resume on a server without a client CA file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_from_before_a_client_ca_change_is_not_resumed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = TestCa::new("serving CA");
+    let (old, new) = (TestCa::new("old client CA"), TestCa::new("new client CA"));
+    let apiserver = old.client("kube-apiserver");
+    let versions = [&rustls::version::TLS13, &rustls::version::TLS12];
+    let body = fixture("nfs.json");
+
+    // Control: resumption is what this client does when the server allows it.
+    let open = Running::start(test_config(write_pair(&dir.path().join("open"), &ca.server())), plain()).await;
+    for version in versions {
+        let client = client_config(&ca.pem, &[version], &[b"h2"], Some(&apiserver));
+        let (_, _, first) = post_once(open.addr, client.clone(), &body)
+            .await
+            .expect("first connection");
+        let (_, _, second) = post_once(open.addr, client, &body).await.expect("second connection");
+        assert!(
+            !first.resumed && second.resumed,
+            "{version:?}: the control client did not resume ({first:?}, {second:?})"
+        );
+    }
+    open.stop().await;
+
+    let ca_file = dir.path().join("client-ca.crt");
+    std::fs::write(&ca_file, &old.pem).expect("client CA file");
+    let mut config = test_config(write_pair(dir.path(), &ca.server()));
+    config.client_ca = Some(client_ca_file(&ca_file));
+    let server = Running::start(config, plain()).await;
+    let mut clients = Vec::new();
+    for version in versions {
+        let client = client_config(&ca.pem, &[version], &[b"h2"], Some(&apiserver));
+        let (status, _, first) = post_once(server.addr, client.clone(), &body)
+            .await
+            .expect("trusted client");
+        assert_eq!(status, 200);
+        // Still trusted, but checked again: a full handshake, not a resumed one.
+        let (status, _, second) = post_once(server.addr, client.clone(), &body)
+            .await
+            .expect("trusted client again");
+        assert_eq!(status, 200);
+        assert!(!first.resumed && !second.resumed, "{version:?}: resumed ({second:?})");
+        clients.push((version, client));
+    }
+
+    // The CA file now trusts only the new CA; the old clients still hold their sessions.
+    std::fs::write(&ca_file, &new.pem).expect("new client CA file");
+    let metrics = server.state.metrics.clone();
+    eventually("the new client CA file is loaded", || {
+        let text = metrics.encode().expect("metrics");
+        async move { text.contains("pv_topology_webhook_client_ca_reloads_total{result=\"success\"} 1") }
+    })
+    .await;
+    for (version, client) in clients {
+        match post_once(server.addr, client, &body).await {
+            Err(_) => {}
+            Ok((status, _, negotiated)) => {
+                panic!("{version:?}: a client the CA file no longer trusts was answered {status} ({negotiated:?})")
+            }
+        }
+    }
+    server.stop().await;
+}

@@ -176,6 +176,8 @@ pub struct Negotiated {
     pub version: rustls::ProtocolVersion,
     pub alpn: Option<Vec<u8>>,
     pub serial: String,
+    /// Whether the handshake resumed an earlier session (an abbreviated handshake).
+    pub resumed: bool,
 }
 
 /// One HTTP connection over TLS, HTTP/2 when ALPN chose it.
@@ -197,6 +199,7 @@ pub async fn connect(addr: SocketAddr, config: Arc<ClientConfig>) -> Result<(Con
         version: session.protocol_version().unwrap(),
         alpn: session.alpn_protocol().map(<[u8]>::to_vec),
         serial: serial_of(&session.peer_certificates().unwrap()[0]),
+        resumed: session.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
     };
     let io = TokioIo::new(tls);
     let conn = if negotiated.alpn.as_deref() == Some(b"h2") {
