@@ -210,15 +210,12 @@ pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
             found: kind,
         });
     }
-    let file: ConfigFile = serde_path_to_error::deserialize(value).map_err(|e| ConfigError::Field {
-        path: path.to_owned(),
-        field: e.path().to_string(),
-        reason: e.into_inner().to_string(),
-    })?;
     // Only the v1 config type has tokenAttributes: in v1alpha1 and v1beta1
-    // kubelet's strict decoding refuses it as an unknown field.
+    // kubelet's strict decoding refuses it as an unknown field, whatever it
+    // holds (so this comes before its contents are read).
+    let providers = object.get("providers").and_then(|p| p.as_array());
     if api_version != format!("{CONFIG_GROUP}/v1")
-        && let Some(i) = file.providers.iter().position(|p| p.token_attributes.is_some())
+        && let Some(i) = providers.and_then(|list| list.iter().position(|p| p.get("tokenAttributes").is_some()))
     {
         return Err(ConfigError::Field {
             path: path.to_owned(),
@@ -226,6 +223,11 @@ pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
             reason: format!("unknown field `tokenAttributes` in {api_version}: only kubelet.config.k8s.io/v1 has it"),
         });
     }
+    let file: ConfigFile = serde_path_to_error::deserialize(value).map_err(|e| ConfigError::Field {
+        path: path.to_owned(),
+        field: e.path().to_string(),
+        reason: e.into_inner().to_string(),
+    })?;
     Ok(file.providers)
 }
 
@@ -321,6 +323,19 @@ mod tests {
             match decode_text(&config(version)).unwrap_err() {
                 ConfigError::Field { field, .. } => assert_eq!(field, "providers[0].tokenAttributes"),
                 other => panic!("{version}: {other:?}"),
+            }
+            // kubelet never reads inside a field its version lacks: what is
+            // wrong in there is not the error (its strict decoder names
+            // `providers[1].tokenAttributes`, found by the cluster tier's
+            // random config differential).
+            for inside in ["{audience: x}", "{requireServiceAccount: \"true\"}"] {
+                let text = format!(
+                    "apiVersion: kubelet.config.k8s.io/{version}\nkind: CredentialProviderConfig\nproviders:\n- name: q\n- name: p\n  tokenAttributes: {inside}\n"
+                );
+                match decode_text(&text).expect_err("tokenAttributes outside v1") {
+                    ConfigError::Field { field, .. } => assert_eq!(field, "providers[1].tokenAttributes", "{inside}"),
+                    other => panic!("{version} {inside}: {other:?}"),
+                }
             }
         }
     }

@@ -9,6 +9,11 @@ use std::process::Command;
 
 use cluster_harness::{assert_disagreements, cluster_bin, corpus, json_lines, provider_binary, run_ok, workspace_root};
 
+/// Corpus cases that ours refuses, as kubelet does, but for a limit of its
+/// own checked before the config is decoded (so kubelet's error names a
+/// field ours never reached): the case and what our error says.
+const OWN_LIMITS: [(&str, &str); 1] = [("bad-deep-nesting.yaml", "nested more than 32 levels deep")];
+
 #[test]
 fn check_config_agrees_with_kubelet() {
     let tmp = tempfile::tempdir().unwrap();
@@ -43,7 +48,8 @@ fn check_config_agrees_with_kubelet() {
 
     let ours = provider_binary();
     let mut found = BTreeMap::new();
-    let (mut accepted, mut rejected) = (0, 0);
+    let mut fields_found = BTreeMap::new();
+    let (mut accepted, mut rejected, mut fields_compared) = (0, 0, 0);
     for (path, verdict) in paths.iter().zip(&verdicts) {
         let kubelet_ok = verdict["accepted"].as_bool().unwrap();
         let kubelet_err = verdict["error"].as_str().unwrap_or("");
@@ -82,6 +88,28 @@ fn check_config_agrees_with_kubelet() {
                 String::from_utf8_lossy(&out.stderr).trim(),
             ));
         }
+        if !kubelet_ok && !our_ok {
+            let ours_text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+            let own_limit = OWN_LIMITS.iter().find(|(case, _)| *case == key);
+            if let Some((_, says)) = own_limit {
+                assert!(
+                    ours_text.contains(says),
+                    "{key}: ours should refuse it with its own limit ({says}): {ours_text}"
+                );
+            }
+            let (fields, all) = kubelet_fields(kubelet_err);
+            if !fields.is_empty() && own_limit.is_none() {
+                fields_compared += 1;
+                if !names_fields(&ours_text, &fields, all) {
+                    fields_found.entry(key.clone()).or_insert_with(Vec::new).push(format!(
+                        "{key}: kubelet names {} {} ({kubelet_err}); ours does not:\n{}",
+                        if all { "all of" } else { "one of" },
+                        fields.join(", "),
+                        ours_text.trim()
+                    ));
+                }
+            }
+        }
         let hint_bad = key.contains("bad-")
             || key.contains("dir-dup")
             || key.contains("dir-one-")
@@ -96,11 +124,21 @@ fn check_config_agrees_with_kubelet() {
         }
     }
     eprintln!(
-        "check-config differential: {} configs, kubelet accepts {accepted}, rejects {rejected}; {} disagreements",
+        "check-config differential: {} configs, kubelet accepts {accepted}, rejects {rejected}; {} disagreements; \
+         {fields_compared} of kubelet's errors name fields, {} not named by ours",
         paths.len(),
-        found.len()
+        found.len(),
+        fields_found.len()
     );
-    assert_disagreements("config", &found, true);
+    assert!(
+        fields_compared >= 20,
+        "only {fields_compared} of kubelet's errors name fields: the field comparison is nearly empty"
+    );
+    let verdicts = std::panic::catch_unwind(|| assert_disagreements("config", &found, true));
+    assert_disagreements("config-field", &fields_found, true);
+    if let Err(e) = verdicts {
+        std::panic::resume_unwind(e);
+    }
 }
 
 /// Random configs from `kubelet-credcheck config-corpus`: every field drawn
@@ -134,7 +172,8 @@ fn check_config_agrees_with_kubelet_on_random_configs() {
     let verdicts = json_lines(&out).unwrap();
     assert_eq!(verdicts.len(), paths.len());
     let mut found = BTreeMap::new();
-    let mut accepted = 0;
+    let mut fields_found = BTreeMap::new();
+    let (mut accepted, mut fields_compared) = (0, 0);
     for (path, verdict) in paths.iter().zip(&verdicts) {
         let kubelet_ok = verdict["accepted"].as_bool().unwrap();
         accepted += usize::from(kubelet_ok);
@@ -148,6 +187,26 @@ fn check_config_agrees_with_kubelet_on_random_configs() {
             Some(1) => false,
             other => panic!("check-config {} exited {other:?}", path.display()),
         };
+        if !kubelet_ok && !our_ok {
+            let error = verdict["error"].as_str().unwrap_or("");
+            let ours_text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+            let (fields, all) = kubelet_fields(error);
+            if !fields.is_empty() {
+                fields_compared += 1;
+                if !names_fields(&ours_text, &fields, all) {
+                    fields_found
+                        .entry(fields.join(" "))
+                        .or_insert_with(Vec::new)
+                        .push(format!(
+                            "{}: kubelet names {} {} ({error}); ours does not:\n{}",
+                            path.file_name().expect("file name").to_string_lossy(),
+                            if all { "all of" } else { "one of" },
+                            fields.join(", "),
+                            ours_text.trim()
+                        ));
+                }
+            }
+        }
         if kubelet_ok != our_ok {
             // Keyed by kubelet's error without the file name, so that one
             // root cause is one key whatever the seed.
@@ -169,15 +228,25 @@ fn check_config_agrees_with_kubelet_on_random_configs() {
         }
     }
     eprintln!(
-        "random check-config differential (seed {seed}): {} configs, kubelet accepts {accepted}; {} disagreement classes",
+        "random check-config differential (seed {seed}): {} configs, kubelet accepts {accepted}; {} disagreement classes; \
+         {fields_compared} of kubelet's errors name fields, {} not named by ours",
         paths.len(),
-        found.len()
+        found.len(),
+        fields_found.len()
     );
     assert!(
         accepted > paths.len() / 5 && accepted < paths.len() * 4 / 5,
         "unbalanced corpus: {accepted} accepted"
     );
-    assert_disagreements("config-random", &found, false);
+    assert!(
+        fields_compared >= paths.len() / 10,
+        "only {fields_compared} of kubelet's errors name fields: the field comparison is nearly empty"
+    );
+    let verdicts = std::panic::catch_unwind(|| assert_disagreements("config-random", &found, false));
+    assert_disagreements("config-random-field", &fields_found, false);
+    if let Err(e) = verdicts {
+        std::panic::resume_unwind(e);
+    }
 }
 
 /// kubelet's error without the file name and values; an unknown field keeps
@@ -204,4 +273,80 @@ fn error_class(error: &str) -> String {
         return format!("unknown field {path}");
     }
     cluster_harness::go_error_class(&format!("parse \"x\": {rest}"))
+}
+
+/// The field paths kubelet's error names, indexes dropped (kubelet's
+/// validation names `providers.matchImages`, its strict decoder
+/// `providers[0].matchImage`), and whether ours must name all of them or
+/// one: each element of a validation error list (`failed to validate
+/// credential provider config: [providers.name: …, providers.apiVersion:
+/// …]`), all of which ours reports too; or each `unknown field "…"` of the
+/// strict decoder, which lists every unknown field where ours (serde) stops
+/// at the first. Errors without a path (a duration, a duplicate name
+/// across files, YAML syntax) give none.
+fn kubelet_fields(error: &str) -> (Vec<String>, bool) {
+    let mut fields = Vec::new();
+    if let Some((_, list)) = error.split_once("failed to validate credential provider config: ") {
+        let list = list.strip_prefix('[').unwrap_or(list);
+        let mut at = 0;
+        while let Some(i) = list[at..].find("providers") {
+            let start = at + i;
+            at = start + "providers".len();
+            if start != 0 && !list[..start].ends_with(", ") {
+                continue;
+            }
+            let len = list[start..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '[' | ']')))
+                .unwrap_or(list.len() - start);
+            if list[start + len..].starts_with(": ") {
+                fields.push(without_indexes(&list[start..start + len]));
+            }
+        }
+        fields.sort();
+        fields.dedup();
+        return (fields, true);
+    }
+    let mut rest = error;
+    while let Some(i) = rest.find("unknown field \"") {
+        rest = &rest[i + "unknown field \"".len()..];
+        if let Some(end) = rest.find('"') {
+            fields.push(without_indexes(&rest[..end]));
+            rest = &rest[end..];
+        }
+    }
+    fields.sort();
+    fields.dedup();
+    (fields, false)
+}
+
+/// Whether our error names kubelet's fields (indexes dropped, as kubelet's
+/// are): the path one of our messages starts with (`FILE: providers[0].name:
+/// …`) is one of them; `all`: every one of them is such a path.
+fn names_fields(ours: &str, fields: &[String], all: bool) -> bool {
+    let ours: Vec<String> = ours
+        .lines()
+        .filter_map(|line| line.split(": ").nth(1))
+        .map(without_indexes)
+        .collect();
+    let named = |field: &String| ours.contains(field);
+    if all {
+        fields.iter().all(named)
+    } else {
+        fields.iter().any(named)
+    }
+}
+
+/// `providers[0].matchImages[1]` → `providers.matchImages`.
+fn without_indexes(path: &str) -> String {
+    let mut out = String::new();
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => in_index = true,
+            ']' => in_index = false,
+            _ if in_index => {}
+            _ => out.push(c),
+        }
+    }
+    out
 }
