@@ -285,3 +285,182 @@ fn write_refuses_what_is_not_a_regular_file_without_blocking() {
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
     assert!(std::fs::read_to_string(&real).unwrap().contains("--node-ip=10.0.0.5"));
 }
+
+/// The lines of `ip -6 addr show dev DEV` that hold an address, once `done`
+/// says they are settled (duplicate address detection takes a second).
+fn settled_ipv6(ns: &Netns, dev: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    for _ in 0..100 {
+        let lines: Vec<String> = ns
+            .ip_output(&format!("-6 addr show dev {dev}"))
+            .lines()
+            .filter(|line| line.trim_start().starts_with("inet6 "))
+            .map(|line| line.trim().to_owned())
+            .collect();
+        if done(&lines) {
+            return lines;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the addresses of {dev} did not settle");
+}
+
+/// An address whose duplicate address detection failed (the kernel flags it
+/// `dadfailed`, and it stays `tentative`) is never chosen, and says why; a
+/// temporary (privacy extension) address is passed over for the stable one
+/// on the same interface, though the kernel lists it first.
+#[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
+fn failed_dad_and_temporary_ipv6_addresses_are_not_chosen() {
+    let ns = Netns::new();
+    ns.nic("eth0"); // its peer, eth0p, is on the same link
+    ns.sysctl("net.ipv6.conf.eth0.accept_dad=1");
+    ns.sysctl("net.ipv6.conf.eth0.dad_transmits=1");
+    ns.sysctl("net.ipv6.conf.eth0.use_tempaddr=2");
+    // eth0p holds 2001:db8:9::7 already: eth0's detection for it fails.
+    ns.ip("-6 addr add 2001:db8:9::7/64 dev eth0p nodad");
+    ns.ip("-6 addr add 2001:db8:9::7/64 dev eth0");
+    // The kernel derives a temporary address from this one's prefix.
+    ns.ip("-6 addr add 2001:db8::5/64 dev eth0 mngtmpaddr nodad");
+    ns.ip("-6 route add default via 2001:db8::1 dev eth0");
+    let lines = settled_ipv6(&ns, "eth0", |lines| {
+        lines
+            .iter()
+            .any(|l| l.contains("2001:db8:9::7/") && l.contains("dadfailed"))
+            && lines
+                .iter()
+                .any(|l| l.contains(" temporary ") && !l.contains("tentative"))
+    });
+    let position = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} in {lines:?}"))
+    };
+    assert!(
+        position(" temporary ") < position("2001:db8::5/"),
+        "the kernel lists the temporary address first: {lines:?}"
+    );
+
+    let out = ns.helper(&["detect", "--ip-family", "ipv6"]);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON output");
+    assert_eq!(json["nodeIPs"], serde_json::json!(["2001:db8::5"]), "{}", out.stderr);
+    let reason = json["addresses"][0]["reason"].as_str().expect("a reason");
+    assert!(reason.starts_with("primary address on eth0"), "{reason}");
+    let err = ns
+        .detect(&[
+            "--ip-family",
+            "ipv6",
+            "--allow-cidr",
+            "2001:db8:9::/64",
+            "--interface",
+            "eth0",
+        ])
+        .expect_err("only the failed address is allowed");
+    assert!(
+        err.contains("2001:db8:9::7 on eth0: IPv6 duplicate address detection failed"),
+        "{err}"
+    );
+}
+
+/// Each list flag's environment variable (as in /etc/default/node-ip-helper)
+/// is split at commas, like the flag given once per value.
+#[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
+fn list_variables_in_the_environment_split_at_commas() {
+    let ns = Netns::new();
+    for (i, (nic, ip)) in [("eth0", "10.0.0.5"), ("eth1", "10.1.0.5"), ("ens5", "10.2.0.5")]
+        .into_iter()
+        .enumerate()
+    {
+        ns.nic(nic);
+        ns.ip(&format!("addr add {ip}/24 dev {nic}"));
+        let gateway = ip.replace(".5", ".1");
+        ns.ip(&format!(
+            "route add default via {gateway} dev {nic} metric {}",
+            100 * (i + 1)
+        ));
+    }
+    let detect = |name: &str, value: &str| {
+        let out = ns.helper_env(&[(name, value)], &["detect", "--output", "flags"]);
+        assert_eq!(out.status, 0, "{name}={value}: {}", out.stderr);
+        out.stdout
+    };
+    assert_eq!(detect("NODE_IP_HELPER_IP_FAMILY", "ipv4"), "--node-ip=10.0.0.5\n");
+    for (name, value, chosen) in [
+        ("NODE_IP_HELPER_DENY_CIDR", "10.0.0.0/24,10.1.0.0/24", "10.2.0.5"),
+        ("NODE_IP_HELPER_ALLOW_CIDR", "192.168.0.0/16,10.1.0.0/24", "10.1.0.5"),
+        ("NODE_IP_HELPER_EXCLUDE_INTERFACE", "eth0,eth1", "10.2.0.5"),
+        ("NODE_IP_HELPER_INTERFACE", "ens*,eth1", "10.1.0.5"),
+    ] {
+        assert_eq!(detect(name, value), format!("--node-ip={chosen}\n"), "{name}={value}");
+    }
+}
+
+/// The examples of manifests/node-ip-helper/default.env, uncommented, are
+/// variables the binary reads (each named in `write --help`) and do what
+/// their comments say: both families, only 10.0.0.0/8 and fd00::/8, eth9
+/// left out, the kernel's host name as the node name.
+#[test]
+#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
+fn the_default_env_examples_are_read_and_applied() {
+    let text = std::fs::read_to_string(common::workspace_root().join("manifests/node-ip-helper/default.env"))
+        .expect("default.env");
+    let examples: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix('#')?.split_once('='))
+        .filter(|(name, _)| name.starts_with("NODE_IP_HELPER_"))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+    let names: Vec<&str> = examples.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "NODE_IP_HELPER_IP_FAMILY",
+            "NODE_IP_HELPER_ALLOW_CIDR",
+            "NODE_IP_HELPER_EXCLUDE_INTERFACE",
+            "NODE_IP_HELPER_NODE_NAME_FROM"
+        ]
+    );
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_node-ip-helper"))
+        .args(["write", "--help"])
+        .output()
+        .expect("write --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for name in &names {
+        assert!(help.contains(&format!("[env: {name}")), "{name} is not read:\n{help}");
+    }
+
+    let ns = Netns::new();
+    for (nic, v4, v6, metric) in [
+        ("eth0", "10.0.0.5", "fd00:1::5", 100),
+        ("eth1", "192.168.1.5", "2001:db8:1::5", 70),
+        ("eth9", "10.9.0.5", "fd00:9::5", 50),
+    ] {
+        ns.nic(nic);
+        ns.ip(&format!("addr add {v4}/24 dev {nic}"));
+        ns.ip(&format!("addr add {v6}/64 dev {nic} nodad"));
+        let (gw4, gw6) = (v4.replace(".5", ".1"), v6.replace("::5", "::1"));
+        ns.ip(&format!("route add default via {gw4} dev {nic} metric {metric}"));
+        ns.ip(&format!("-6 route add default via {gw6} dev {nic} metric {metric}"));
+    }
+    // The kernel's host name, in a UTS namespace of the run's own.
+    let mut command = std::process::Command::new("ip");
+    command
+        .args(["netns", "exec", &ns.name, "unshare", "--uts", "sh", "-c"])
+        .arg(r#"hostname Node-From-Env && exec "$@""#)
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_node-ip-helper"))
+        .args(["detect", "--output", "flags"]);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("NODE_IP_HELPER_") {
+            command.env_remove(name);
+        }
+    }
+    let out = command.envs(examples).output().expect("run node-ip-helper");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        stdout,
+        "--node-ip=10.0.0.5,fd00:1::5 --hostname-override=node-from-env\n"
+    );
+}

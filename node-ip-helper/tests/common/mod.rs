@@ -28,6 +28,16 @@ impl Netns {
         sh(&format!("ip -n {} {args}", self.name));
     }
 
+    /// What `ip -n NS ARGS` prints.
+    pub fn ip_output(&self, args: &str) -> String {
+        let out = Command::new("sh")
+            .args(["-c", &format!("ip -n {} {args}", self.name)])
+            .output()
+            .expect("run ip");
+        assert!(out.status.success(), "`ip {args}` failed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// A veth pair inside the namespace, both ends up; `name` is the end we use.
     pub fn nic(&self, name: &str) {
         let peer = format!("{}p", &name[..name.len().min(13)]);
@@ -41,13 +51,25 @@ impl Netns {
     }
 
     pub fn helper(&self, args: &[&str]) -> Output {
+        self.helper_env(&[], args)
+    }
+
+    /// `helper` with these environment variables set (and no other
+    /// `NODE_IP_HELPER_*` one the test runner may have).
+    pub fn helper_env(&self, env: &[(&str, &str)], args: &[&str]) -> Output {
+        let mut command = Command::new("ip");
         // A run that blocks (on a FIFO, say) fails the test instead of hanging it.
-        let out = Command::new("ip")
+        command
             .args(["netns", "exec", &self.name, "timeout", "-k", "5", "60"])
             .arg(env!("CARGO_BIN_EXE_node-ip-helper"))
-            .args(args)
-            .output()
-            .expect("run node-ip-helper in the namespace");
+            .args(args);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("NODE_IP_HELPER_") {
+                command.env_remove(name);
+            }
+        }
+        command.envs(env.iter().copied());
+        let out = command.output().expect("run node-ip-helper in the namespace");
         Output {
             status: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -154,8 +176,17 @@ impl Netns {
 
     /// The fake metadata server with a scenario file anywhere.
     pub fn fake_metadata_from(&self, scenario: &std::path::Path) -> Server {
+        self.fake_metadata_on(scenario, "127.0.0.1", 0)
+    }
+
+    /// The fake metadata server listening on `address`:`port` of the
+    /// namespace (`port` 0: a free one), such as AWS's IPv6 endpoint.
+    pub fn fake_metadata_on(&self, scenario: &std::path::Path, address: &str, port: u16) -> Server {
         let mut python = Command::new("ip");
-        python.args(["netns", "exec", &self.name, "python3"]);
+        python
+            .args(["netns", "exec", &self.name, "python3"])
+            .env("METADATA_FAKE_ADDRESS", address)
+            .env("METADATA_FAKE_PORT", port.to_string());
         let fake = test_fakes::MetadataFake::start_with(python, scenario);
         Server {
             port: fake.port,
