@@ -53,6 +53,10 @@ pub enum TokenExchangeError {
     Timeout { endpoint: String, timeout: Duration },
     #[error("cannot reach token endpoint {endpoint}: {reason}")]
     Connect { endpoint: String, reason: String },
+    #[error(
+        "token endpoint {endpoint} answered HTTP {status}: a redirect, which is not followed (it could carry the service-account token elsewhere): set --token-endpoint to the URL that answers the exchange"
+    )]
+    Redirected { endpoint: String, status: u16 },
     #[error("token endpoint {endpoint} refused the exchange with HTTP {status}{detail}")]
     Refused {
         endpoint: String,
@@ -143,6 +147,9 @@ impl TokenExchangeBackend {
             })?;
         tracing::debug!(%endpoint, status, "token endpoint answered");
 
+        if (300..400).contains(&status) {
+            return Err(TokenExchangeError::Redirected { endpoint, status });
+        }
         if !(200..300).contains(&status) {
             return Err(TokenExchangeError::Refused {
                 endpoint,
