@@ -1,12 +1,14 @@
 //! `ecr` end to end: against moto's server (PyPI `moto[server]`, started by
-//! the test-support crate `cluster-harness`) for private
-//! ECR and STS, and a fake written from AWS's API reference for ECR Public
-//! and failure modes moto cannot produce.
+//! the test-support crate `cluster-harness`) in its authenticated mode for
+//! private ECR (moto verifies every signature and session token; a fake STS
+//! answers `AssumeRoleWithWebIdentity` with moto's temporary credentials),
+//! and a fake written from AWS's API reference, which verifies SigV4 itself,
+//! for ECR Public and failure modes moto cannot produce.
 
 mod common;
 
-use cluster_harness::Moto;
-use common::aws_fake::{Behaviour, FakeAws, PUBLIC_PASSWORD};
+use cluster_harness::{Moto, tampered};
+use common::aws_fake::{Behaviour, FakeAws, MOTO_PASSWORD, PUBLIC_PASSWORD, isolated_env, key_env};
 use common::{request, response, run_with_env, service_account_token};
 
 const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
@@ -36,14 +38,22 @@ fn with_role(token: &str, role: &str) -> Vec<u8> {
     serde_json::to_vec(&request).unwrap()
 }
 
+/// moto verifying signatures, and the environment of a node with its IAM
+/// user's static key.
+fn moto_node_env(moto: &Moto) -> Vec<(&'static str, String)> {
+    let mut env = isolated_env(&moto.url);
+    env.extend(key_env(&moto.auth().user));
+    env
+}
+
 #[test]
 fn logs_in_with_the_nodes_credentials() {
-    let moto = Moto::start();
+    let moto = Moto::start_authenticated();
     for version in ["v1alpha1", "v1beta1", "v1"] {
         let out = run_ecr(
             &[],
             &request(version, &format!("{REGISTRY}/team/app"), None),
-            &node_env(&moto.url.clone()),
+            &moto_node_env(&moto),
         );
         assert_eq!(out.status, 0, "{version}: {}", out.stderr);
         let response = response(&out.stdout);
@@ -53,35 +63,102 @@ fn logs_in_with_the_nodes_credentials() {
         );
         assert_eq!(response["cacheKeyType"], "Registry");
         assert_eq!(response["auth"][REGISTRY]["username"], "AWS");
-        assert_eq!(response["auth"][REGISTRY]["password"], "123456789012-auth-token");
+        assert_eq!(response["auth"][REGISTRY]["password"], MOTO_PASSWORD);
         // moto's token expired in 2015: kubelet must not cache it.
         assert_eq!(response["cacheDuration"], "0s");
     }
+    // Negative twin: the same key with a wrong secret is refused by moto.
+    let mut env = moto_node_env(&moto);
+    env.push(("AWS_SECRET_ACCESS_KEY", "wrong-secret-key".to_owned()));
+    let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
+    common::assert_one_line_failure("wrong secret", &out, "HTTP 403");
+    assert!(!out.stderr.contains("wrong-secret-key"), "{}", out.stderr);
+}
+
+#[test]
+fn a_session_token_in_the_environment_is_sent_and_required() {
+    // Temporary credentials (AWS_SESSION_TOKEN) from moto's STS: accepted
+    // with their token, refused without it or with it changed.
+    let moto = Moto::start_authenticated();
+    let keys = moto.assume_role("node-session");
+    let token = keys.session_token.clone().expect("a session token");
+    let stdin = request("v1", &format!("{REGISTRY}/app"), None);
+    let mut env = isolated_env(&moto.url);
+    env.extend(key_env(&keys));
+    let out = run_ecr(&[], &stdin, &env);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(response(&out.stdout)["auth"][REGISTRY]["password"], MOTO_PASSWORD);
+
+    let dropped: Vec<_> = env.iter().filter(|(k, _)| *k != "AWS_SESSION_TOKEN").cloned().collect();
+    let out = run_ecr(&[], &stdin, &dropped);
+    common::assert_one_line_failure("no session token", &out, "HTTP 403");
+    let mut changed = env.clone();
+    changed.push(("AWS_SESSION_TOKEN", tampered(&token)));
+    let out = run_ecr(&[], &stdin, &changed);
+    common::assert_one_line_failure("changed session token", &out, "HTTP 403");
 }
 
 #[test]
 fn kep_4412_assumes_the_service_accounts_role() {
-    let moto = Moto::start();
+    let moto = Moto::start_authenticated();
+    assert_eq!(moto.auth().role_arn, ROLE);
+    let sts = moto.web_identity_sts();
     // No node credentials at all: only the role path can succeed.
-    let env = vec![
-        ("AWS_ENDPOINT_URL", moto.url.clone()),
-        ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
-    ];
+    let mut env = isolated_env(&moto.url);
+    env.push(("AWS_ENDPOINT_URL_STS", sts.url.clone()));
     let token = service_account_token(3600);
     let out = run_ecr(&[], &with_role(&token, ROLE), &env);
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_eq!(response(&out.stdout)["auth"][REGISTRY]["username"], "AWS");
+    assert_eq!(response(&out.stdout)["auth"][REGISTRY]["password"], MOTO_PASSWORD);
+    let calls = sts.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].role_arn, ROLE);
+    assert!(calls[0].web_identity_token == token, "STS got the request's token");
+
+    // Negative twin: the role's credentials with a changed session token.
+    sts.tamper_session_token(true);
+    let out = run_ecr(&[], &with_role(&token, ROLE), &env);
+    common::assert_one_line_failure("changed session token", &out, "HTTP 403");
+    common::assert_no_piece_of(&token, &out.stderr);
 
     // Without the annotation the node's credentials are needed, and missing.
     let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), Some(&token)), &env);
     assert_eq!(out.status, 1);
     assert!(out.stderr.contains("no AWS credentials found"), "{}", out.stderr);
+    assert_eq!(sts.calls().len(), 2, "STS not called without a role");
+}
+
+#[test]
+fn a_custom_role_annotation_names_the_role() {
+    // --role-annotation: the role comes from the operator's annotation name;
+    // the default annotation is then not read.
+    let moto = Moto::start_authenticated();
+    let sts = moto.web_identity_sts();
+    let mut env = isolated_env(&moto.url);
+    env.push(("AWS_ENDPOINT_URL_STS", sts.url.clone()));
+    let token = service_account_token(3600);
+    let mut stdin: serde_json::Value =
+        serde_json::from_slice(&request("v1", &format!("{REGISTRY}/app"), Some(&token))).expect("request");
+    stdin["serviceAccountAnnotations"] = serde_json::json!({
+        "example.com/role": ROLE,
+        "eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/not-this-one",
+    });
+    let stdin = serde_json::to_vec(&stdin).expect("json");
+    let out = run_ecr(&["--role-annotation", "example.com/role"], &stdin, &env);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(response(&out.stdout)["auth"][REGISTRY]["password"], MOTO_PASSWORD);
+    let calls = sts.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].role_arn, ROLE);
+    assert!(calls[0].web_identity_token == token);
 }
 
 #[test]
 fn role_policy_flags() {
-    let moto = Moto::start();
-    let env = node_env(&moto.url.clone());
+    let moto = Moto::start_authenticated();
+    let sts = moto.web_identity_sts();
+    let mut env = moto_node_env(&moto);
+    env.push(("AWS_ENDPOINT_URL_STS", sts.url.clone()));
     let token = service_account_token(3600);
     let cases: Vec<(Vec<&str>, Vec<u8>, &str)> = vec![
         (
@@ -130,6 +207,7 @@ fn role_policy_flags() {
         &env,
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(sts.calls().len(), 1, "only the admitted role was assumed");
 }
 
 #[test]
@@ -202,15 +280,18 @@ fn expired_credentials_name_the_aws_error_code() {
 
 #[test]
 fn no_secret_reaches_stderr_at_trace_level() {
-    let moto = Moto::start();
+    let moto = Moto::start_authenticated();
+    let sts = moto.web_identity_sts();
+    let mut env = moto_node_env(&moto);
+    env.push(("AWS_ENDPOINT_URL_STS", sts.url.clone()));
     let token = service_account_token(3600);
     for stdin in [with_role(&token, ROLE), request("v1", &format!("{REGISTRY}/app"), None)] {
-        let out = run_ecr(&["--log-level", "trace"], &stdin, &node_env(&moto.url.clone()));
+        let out = run_ecr(&["--log-level", "trace"], &stdin, &env);
         assert_eq!(out.status, 0, "{}", out.stderr);
         for secret in [
             token.as_str(),
             "123456789012-auth-token",
-            "node-secret-key",
+            moto.auth().user.secret_access_key.as_str(),
             "QVdTOjEyMzQ1Njc4OTAxMi1hdXRoLXRva2Vu",
         ] {
             assert!(!out.stderr.contains(secret), "stderr holds a secret");
@@ -234,24 +315,6 @@ fn no_static_credentials(ecr: &FakeAws) -> Vec<(&'static str, String)> {
         ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
         ("AWS_REGION", "us-east-1".to_owned()),
     ]
-}
-
-#[test]
-fn credential_chain_web_identity_token_file() {
-    // IRSA: STS (moto) turns the projected token into role credentials.
-    let moto = Moto::start();
-    let ecr = FakeAws::start(Behaviour::ThrottleThenSucceed(0));
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, service_account_token(3600)).unwrap();
-    let mut env = no_static_credentials(&ecr);
-    env.push(("AWS_ENDPOINT_URL_STS", moto.url.clone()));
-    env.push(("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.display().to_string()));
-    env.push(("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/node-puller".to_owned()));
-    let out = run_ecr(&[], &request("v1", &format!("{REGISTRY}/app"), None), &env);
-    assert_eq!(out.status, 0, "{}", out.stderr);
-    // moto's STS hands out temporary keys, which start with ASIA.
-    assert!(signed_with(&ecr, "ASIA"), "{:?}", ecr.seen.lock().unwrap());
 }
 
 #[test]

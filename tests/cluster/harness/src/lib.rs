@@ -35,7 +35,7 @@ pub mod webhook;
 
 pub use cluster::{SERVICE_ACCOUNT_ISSUER, TestCluster};
 pub use differential::{assert_disagreements, go_error_class, known_disagreements};
-pub use moto::Moto;
+pub use moto::{AwsKeys, Moto, MotoAuth, WebIdentityCall, WebIdentitySts, tampered};
 pub use pki::{Pem, Pki};
 pub use process::group_running;
 pub use tls_proxy::{TlsProxy, certificates};
