@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod aws_fake;
+pub mod leaks;
 pub mod proxy;
 pub mod token_server;
 
