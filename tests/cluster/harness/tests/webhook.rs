@@ -240,3 +240,59 @@ async fn ebs_lookups_label_created_volumes_and_denials_reach_the_user() {
     assert!(!text.contains("failed calling webhook"), "{text}");
     assert!(pvs.get_opt("ebs-unknown").await.unwrap().is_none());
 }
+
+/// The opt-out label of the base configuration's objectSelector
+/// (docs/webhook.md, "Which PVs reach the webhook").
+const SKIP: &str = "pv-topology-webhook.io/skip";
+
+#[tokio::test]
+async fn a_pv_labelled_to_opt_out_is_never_sent_and_stored_as_created() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client();
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let served = serve(&[], &[]);
+    let webhook = &served.webhook;
+    register(&client, &webhook.url(), &served.ca_bundle, "Fail").await;
+    wait_labeled(&pvs).await;
+    let post = PostParams::default();
+    let with_labels = |name: &str, labels: Value| {
+        let mut pv = gce_pd(name, "europe-west1-c");
+        pv.metadata.labels = serde_json::from_value(labels).expect("labels");
+        pv
+    };
+
+    // Opted out: the apiserver does not call the webhook (its request
+    // counter does not move) and stores the PV as sent, a zonal PD that the
+    // webhook would have labelled.
+    let before = webhook.requests();
+    pvs.create(&post, &with_labels("opted-out", json!({SKIP: "true", "app": "db"})))
+        .await
+        .expect("create the opted-out PV");
+    let stored = pvs.get("opted-out").await.expect("the opted-out PV");
+    assert_eq!(labels(&stored), json!({SKIP: "true", "app": "db"}));
+    assert_eq!(affinity(&stored), Value::Null);
+    assert_eq!(webhook.requests(), before, "the opted-out PV was sent to the webhook");
+
+    // The same disk without the label, and with another value of it: both
+    // sent (one request each) and stored with the topology.
+    for (name, own) in [
+        ("not-opted-out", json!({"app": "db"})),
+        ("skip-false", json!({SKIP: "false", "app": "db"})),
+    ] {
+        let before = webhook.requests();
+        pvs.create(&post, &with_labels(name, own.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("create {name}: {e}"));
+        let stored = pvs.get(name).await.unwrap_or_else(|e| panic!("get {name}: {e}"));
+        let mut expected = own;
+        expected[ZONE] = json!("europe-west1-c");
+        expected[REGION] = json!("europe-west1");
+        assert_eq!(labels(&stored), expected, "{name}");
+        assert_eq!(
+            affinity(&stored),
+            zone_affinity("topology.gke.io/zone", "europe-west1-c"),
+            "{name}"
+        );
+        assert_eq!(webhook.requests(), before + 1, "{name}: one request");
+    }
+}
