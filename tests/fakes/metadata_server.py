@@ -10,17 +10,58 @@ It serves one scenario file:
 Paths ending in "/" are listed from the tree's keys, as the AWS and GCE
 services list directories. It enforces what the documentation requires:
 AWS's IMDSv2 session token, GCE's `Metadata-Flavor: Google`, Azure's
-`Metadata: true` and `api-version`.
+`Metadata: true` header and a supported `api-version` (Azure IMDS,
+"Versioning": a request without one, or with one the service does not
+know, gets 400 with the newest versions listed; the load balancer
+endpoint exists from 2020-10-01 on).
+
+Mode "server-error" answers every request with HTTP 500, as a metadata
+service does while failing.
 
 usage: metadata_server.py SCENARIO.json  (prints the port it listens on)
+It listens on 127.0.0.1, on a free port; METADATA_FAKE_ADDRESS and
+METADATA_FAKE_PORT say otherwise (IPv6 addresses too: AWS's IPv6 IMDS
+endpoint is [fd00:ec2::254]:80, given in a test's own network namespace).
 """
 import json
+import os
+import socket
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs
 
 TOKEN = "fake-imdsv2-session-token"
+
+# Azure IMDS's published API versions ("Supported API versions" in Azure's
+# Instance Metadata Service documentation). The load balancer endpoint was
+# added in 2020-10-01 and answers only that version and later ones.
+AZURE_VERSIONS = [
+    "2017-03-01", "2017-04-02", "2017-08-01", "2017-10-01", "2017-12-01",
+    "2018-02-01", "2018-04-02", "2018-10-01", "2019-02-01", "2019-03-11",
+    "2019-04-30", "2019-06-01", "2019-06-04", "2019-08-01", "2019-08-15",
+    "2019-11-01", "2020-06-01", "2020-07-15", "2020-09-01", "2020-10-01",
+    "2020-12-01", "2021-01-01", "2021-02-01", "2021-03-01", "2021-05-01",
+    "2021-10-01", "2021-11-01", "2021-11-15", "2021-12-13", "2023-07-01",
+    "2023-11-15",
+]
+AZURE_FIRST_VERSION = {"metadata/loadbalancer": "2020-10-01"}
+
+
+def azure_version_error(path, versions):
+    """Azure's 400 for a missing or unsupported api-version, else None."""
+    supported = [v for v in AZURE_VERSIONS if v >= AZURE_FIRST_VERSION.get(path, "")]
+    newest = sorted(supported, reverse=True)[:3]
+    if len(versions) != 1 or not versions[0]:
+        error = "Bad request. api-version was not specified in the request"
+    elif versions[0] not in supported:
+        error = "Bad request. api-version is invalid or was not specified in the request"
+    else:
+        return None
+    return json.dumps({
+        "error": error + ". For more information refer to aka.ms/azureimds",
+        "newest-versions": newest,
+    })
 
 
 def load(path):
@@ -83,8 +124,10 @@ class Handler(BaseHTTPRequestHandler):
         elif provider == "azure":
             if self.headers.get("Metadata") != "true":
                 return self.reply(400, json.dumps({"error": "Bad request. Required metadata header not specified"}))
-            if "api-version" not in parse_qs(url.query):
-                return self.reply(400, json.dumps({"error": "Bad request. api-version was not specified"}))
+            versions = parse_qs(url.query, keep_blank_values=True).get("api-version", [])
+            error = azure_version_error(path, versions)
+            if error:
+                return self.reply(400, error, "application/json")
         return self.serve_tree(path)
 
     def serve_tree(self, path):
@@ -102,9 +145,19 @@ class Handler(BaseHTTPRequestHandler):
         return self.reply(404, "not found")
 
 
+class Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET
+
+
+class Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 def main():
     Handler.scenario = load(sys.argv[1])
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    address = os.environ.get("METADATA_FAKE_ADDRESS", "127.0.0.1")
+    port = int(os.environ.get("METADATA_FAKE_PORT", "0"))
+    server = (Server6 if ":" in address else Server)((address, port), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
