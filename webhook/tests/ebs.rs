@@ -1,7 +1,9 @@
 //! EBS topology from EC2 DescribeVolumes: the `review` binary with
-//! `--aws-ebs-lookup` against moto's server (PyPI `moto[server]`, volumes
-//! created through its EC2 API), and the lookup itself against a fake EC2
-//! endpoint (written from the EC2 API reference) that counts calls.
+//! `--aws-ebs-lookup` against moto's server (PyPI `moto[server]`) in its
+//! authenticated mode (cluster_harness::Moto::start_authenticated: moto
+//! verifies every SigV4 signature and session token; volumes are created by
+//! boto3 with the bootstrapped IAM user's key), and the lookup itself against
+//! a fake EC2 endpoint (written from the EC2 API reference) that counts calls.
 
 mod common;
 
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cloud_access::aws::endpoints::{EC2, EndpointOptions};
+use cloud_access::aws::endpoints::EndpointOptions;
 use cloud_access::aws::{AwsClient, AwsCredentials};
 use cluster_harness::Moto;
 use common::{Answer, create_review, csi, patched, pv, review_binary};
@@ -40,26 +42,9 @@ fn client(url: &str, region: &str) -> AwsClient {
     AwsClient::new(reqwest::Client::new(), region, options)
 }
 
-/// Creates a 1 GiB volume in moto; its ID.
-async fn create_volume(moto: &Moto, region: &str, zone: &str) -> String {
-    let xml = client(&moto.url, region)
-        .query(
-            EC2,
-            "CreateVolume",
-            "2016-11-15",
-            &[("AvailabilityZone", zone), ("Size", "1")],
-            &credentials(),
-            Instant::now() + Duration::from_secs(10),
-        )
-        .await
-        .expect("CreateVolume");
-    let start = xml.find("<volumeId>").expect("volumeId") + "<volumeId>".len();
-    let end = xml[start..].find('<').unwrap() + start;
-    xml[start..end].to_owned()
-}
-
-/// `review --aws-ebs-lookup …` on `pv`, against `url`.
-fn review(url: &str, pv: Value, extra: &[&str]) -> Answer {
+/// `review --aws-ebs-lookup …` on `pv`, against `moto` with the credentials
+/// of `env` (`AWS_ACCESS_KEY_ID`, …).
+fn review_with(moto: &Moto, env: &[(&str, &str)], pv: Value, extra: &[&str]) -> Answer {
     // moto's first EC2 call loads its backend, which can take seconds on a
     // loaded machine; these tests are about answers, not the deadline.
     let mut args = vec![
@@ -70,13 +55,24 @@ fn review(url: &str, pv: Value, extra: &[&str]) -> Answer {
         "30s",
     ];
     args.extend(extra);
-    let env = [
-        ("AWS_ENDPOINT_URL", url),
-        ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
-        ("AWS_SECRET_ACCESS_KEY", "test-secret"),
+    let mut all = vec![
+        ("AWS_ENDPOINT_URL", moto.url.as_str()),
         ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_CONFIG_FILE", "/nonexistent"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"),
     ];
-    review_binary(&args, &env, pv)
+    all.extend(env);
+    review_binary(&args, &all, pv)
+}
+
+/// `review --aws-ebs-lookup …` with the IAM user's static key.
+fn review(moto: &Moto, pv: Value, extra: &[&str]) -> Answer {
+    let user = &moto.auth().user;
+    let env = [
+        ("AWS_ACCESS_KEY_ID", user.access_key_id.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", user.secret_access_key.as_str()),
+    ];
+    review_with(moto, &env, pv, extra)
 }
 
 fn labels(answer: &Answer) -> Value {
@@ -85,10 +81,13 @@ fn labels(answer: &Answer) -> Value {
 
 #[tokio::test]
 async fn ebs_volumes_get_their_zone_from_describe_volumes() {
-    let moto = Moto::start();
-    let id = create_volume(&moto, "us-east-1", "us-east-1b").await;
+    let moto = Moto::start_authenticated();
+    // Two volumes in different zones, the other one first: a call that
+    // dropped VolumeId.1 would get both and read the wrong zone.
+    let other = moto.create_volume("us-east-1", "us-east-1a");
+    let id = moto.create_volume("us-east-1", "us-east-1b");
 
-    let answer = review(&moto.url, pv(csi(EBS_CSI_DRIVER, &id), None), &[]);
+    let answer = review(&moto, pv(csi(EBS_CSI_DRIVER, &id), None), &[]);
     assert!(answer.allowed(), "{:?}", answer.response());
     assert_eq!(answer.outcome(), "labeled");
     assert_eq!(
@@ -100,17 +99,71 @@ async fn ebs_volumes_get_their_zone_from_describe_volumes() {
         affinity.contains("topology.ebs.csi.aws.com/zone") && affinity.contains("us-east-1b"),
         "{affinity}"
     );
+    let answer = review(&moto, pv(csi(EBS_CSI_DRIVER, &other), None), &[]);
+    assert_eq!(labels(&answer)["topology.kubernetes.io/zone"], "us-east-1a");
 
     // The in-tree form without a zone is looked up too.
     let in_tree = json!({"awsElasticBlockStore": {"volumeID": format!("aws:///{id}"), "fsType": "ext4"}});
-    let answer = review(&moto.url, pv(in_tree, None), &[]);
+    let answer = review(&moto, pv(in_tree, None), &[]);
     assert_eq!(labels(&answer)["topology.kubernetes.io/zone"], "us-east-1b");
 }
 
 #[tokio::test]
+async fn describe_volumes_is_refused_unless_signed_with_the_right_secret_and_token() {
+    let moto = Moto::start_authenticated();
+    let id = moto.create_volume("us-east-1", "us-east-1b");
+    let volume = || pv(csi(EBS_CSI_DRIVER, &id), None);
+    // EC2's answer to credentials it cannot validate (moto's, as AWS's).
+    let refused = |answer: &Answer, what: &str| {
+        assert!(!answer.allowed(), "{what}: {:?}", answer.response());
+        assert!(
+            answer.message().contains("DescribeVolumes: AuthFailure (HTTP 401)"),
+            "{what}: {}",
+            answer.message()
+        );
+    };
+    let user = moto.auth().user.clone();
+    let wrong_secret = [
+        ("AWS_ACCESS_KEY_ID", user.access_key_id.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", "wrong-secret-key"),
+    ];
+    refused(&review_with(&moto, &wrong_secret, volume(), &[]), "wrong secret");
+
+    // Temporary credentials: accepted with their session token only.
+    let keys = moto.assume_role("webhook");
+    let token = keys.session_token.clone().expect("a session token");
+    let changed = cluster_harness::tampered(&token);
+    let with_token = |token: Option<&str>| {
+        let mut env = vec![
+            ("AWS_ACCESS_KEY_ID", keys.access_key_id.clone()),
+            ("AWS_SECRET_ACCESS_KEY", keys.secret_access_key.clone()),
+        ];
+        env.extend(token.map(|t| ("AWS_SESSION_TOKEN", t.to_owned())));
+        env
+    };
+    let env = with_token(Some(&token));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let answer = review_with(&moto, &env, volume(), &[]);
+    assert_eq!(
+        labels(&answer)["topology.kubernetes.io/zone"],
+        "us-east-1b",
+        "{:?}",
+        answer.response()
+    );
+    for (what, token) in [
+        ("no session token", None),
+        ("changed session token", Some(changed.as_str())),
+    ] {
+        let env = with_token(token);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        refused(&review_with(&moto, &env, volume(), &[]), what);
+    }
+}
+
+#[tokio::test]
 async fn unknown_volumes_and_wrong_regions_are_denied_with_the_cause() {
-    let moto = Moto::start();
-    let answer = review(&moto.url, pv(csi(EBS_CSI_DRIVER, "vol-0123456789abcdef0"), None), &[]);
+    let moto = Moto::start_authenticated();
+    let answer = review(&moto, pv(csi(EBS_CSI_DRIVER, "vol-0123456789abcdef0"), None), &[]);
     assert!(!answer.allowed());
     assert!(
         answer.message().contains("vol-0123456789abcdef0"),
@@ -123,8 +176,8 @@ async fn unknown_volumes_and_wrong_regions_are_denied_with_the_cause() {
         answer.message()
     );
 
-    let id = create_volume(&moto, "eu-west-1", "eu-west-1a").await;
-    let answer = review(&moto.url, pv(csi(EBS_CSI_DRIVER, &id), None), &[]);
+    let id = moto.create_volume("eu-west-1", "eu-west-1a");
+    let answer = review(&moto, pv(csi(EBS_CSI_DRIVER, &id), None), &[]);
     assert!(!answer.allowed());
     assert!(
         answer
@@ -136,7 +189,7 @@ async fn unknown_volumes_and_wrong_regions_are_denied_with_the_cause() {
 
     // --on-lookup-error=allow admits it unchanged, with a warning.
     let answer = review(
-        &moto.url,
+        &moto,
         pv(csi(EBS_CSI_DRIVER, &id), None),
         &["--on-lookup-error", "allow"],
     );
