@@ -60,10 +60,7 @@ fn records(what: &str, format: &str, stderr: &str) -> Vec<(String, String)> {
             "json" => {
                 let record: serde_json::Value = serde_json::from_str(line)
                     .unwrap_or_else(|e| panic!("{what}: not a JSON log record ({e}): {line:?}"));
-                assert!(
-                    record["message"].is_string() || record["fields"].is_object(),
-                    "{what}: {line}"
-                );
+                assert!(record["timestamp"].is_string(), "{what}: {line}");
                 record["level"].as_str().unwrap_or_default().to_owned()
             }
             _ => {
@@ -71,10 +68,12 @@ fn records(what: &str, format: &str, stderr: &str) -> Vec<(String, String)> {
                 // `2026-11-30T21:11:20.353344Z DEBUG message …`
                 let mut words = line.split_whitespace();
                 let time = words.next().unwrap_or_default();
-                assert!(
-                    time.len() > 20 && time.ends_with('Z') && time.as_bytes()[4] == b'-',
-                    "{what}: not a text log record: {line:?}"
-                );
+                if !(time.len() > 20 && time.ends_with('Z') && time.as_bytes()[4] == b'-') {
+                    // A field with newlines (aws-sigv4's canonical request at
+                    // trace) continues the record before it.
+                    assert!(!found.is_empty(), "{what}: not a text log record: {line:?}");
+                    continue;
+                }
                 words.next().unwrap_or_default().to_owned()
             }
         };
