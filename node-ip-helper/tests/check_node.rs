@@ -1,0 +1,193 @@
+//! `check --node NAME --source auto` as the docs' first debugging step runs
+//! it on a node: the Node from the API server, the cloud's addresses from
+//! whichever metadata service answers (here the fake GCE one, on the host's
+//! loopback, for all six: the others' paths are not there), and the CCM's
+//! rule applied to them.
+//!
+//! The API server is a fake in this file that serves one Node as the
+//! Kubernetes API documents it (`GET /api/v1/nodes/{name}`: the Node, or a
+//! `Status` with reason NotFound and code 404). The cluster tier checks
+//! `check --node` against a real kube-apiserver, with a file of addresses.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+const NODE: &str = "node-a";
+const TOKEN: &str = "fake-node-token";
+
+/// The fake API server: the Node it serves (replaceable) and the requests
+/// it saw (request line and Authorization header).
+struct FakeApiServer {
+    port: u16,
+    node: Arc<Mutex<Value>>,
+    requests: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl FakeApiServer {
+    fn start(node: Value) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let node = Arc::new(Mutex::new(node));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (served, seen) = (node.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let mut authorization = String::new();
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = header.split_once(':')
+                        && name.eq_ignore_ascii_case("authorization")
+                    {
+                        authorization = value.trim().to_owned();
+                    }
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
+                seen.lock().expect("lock").push((line.trim().to_owned(), authorization));
+                let node = served.lock().expect("lock").clone();
+                let (status, body) = if path.split('?').next() == Some(&format!("/api/v1/nodes/{NODE}")) {
+                    ("200 OK", node)
+                } else {
+                    let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+                    (
+                        "404 Not Found",
+                        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                               "message": format!("nodes \"{name}\" not found"), "reason": "NotFound",
+                               "details": {"name": name, "kind": "nodes"}, "code": 404}),
+                    )
+                };
+                let body = body.to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        FakeApiServer { port, node, requests }
+    }
+
+    fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join("kubelet.conf");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://127.0.0.1:{}\n\
+                 users:\n- name: kubelet\n  user:\n    token: {TOKEN}\n\
+                 contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: kubelet\ncurrent-context: fake\n",
+                self.port
+            ),
+        )
+        .expect("write the kubeconfig");
+        path
+    }
+}
+
+/// The Node as kubelet registers it with `--cloud-provider=external`.
+fn registered(provided_ip: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": NODE,
+            "annotations": {"alpha.kubernetes.io/provided-node-ip": provided_ip},
+        },
+        "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]},
+        "status": {"addresses": [{"type": "Hostname", "address": NODE}]},
+    })
+}
+
+fn check(kubeconfig: &std::path::Path, metadata: &str, extra: &[&str]) -> (i32, String, String) {
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60"])
+        .arg(env!("CARGO_BIN_EXE_node-ip-helper"))
+        .args([
+            "check",
+            "--node",
+            NODE,
+            "--source",
+            "auto",
+            "--metadata-endpoint",
+            metadata,
+        ])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run node-ip-helper");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_node_with_source_auto_applies_the_answering_clouds_addresses() {
+    let api = FakeApiServer::start(registered("192.168.56.10"));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let kubeconfig = api.kubeconfig(dir.path());
+    let gce = test_fakes::MetadataFake::start(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/node-ip-helper/metadata/gce.json"),
+    );
+    let metadata = gce.base();
+
+    // kubelet announced an address GCE does not list: stuck, and the fix
+    // names GCE's first internal address.
+    let (status, stdout, stderr) = check(&kubeconfig, &metadata, &[]);
+    assert_eq!(status, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Node node-a: provided-node-ip 192.168.56.10"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("STUCK: kubelet announced alpha.kubernetes.io/provided-node-ip=192.168.56.10, but 192.168.56.10 is not among the cloud's addresses"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FIX: restart kubelet with --node-ip set to one of the cloud's addresses (10.132.0.7"),
+        "{stdout}"
+    );
+    let requests = api.requests.lock().expect("lock").clone();
+    assert_eq!(
+        requests,
+        [(format!("GET /api/v1/nodes/{NODE} HTTP/1.1"), format!("Bearer {TOKEN}"))]
+    );
+
+    // kubelet restarted with GCE's address: the IP is no longer the reason.
+    *api.node.lock().expect("lock") = registered("10.132.0.7");
+    let (status, stdout, stderr) = check(&kubeconfig, &metadata, &["--output", "json"]);
+    assert_eq!(status, 1, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["diagnosis"]["verdict"], "stuck", "{stdout}");
+    assert!(
+        report["diagnosis"]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("the node IP is not the problem"),
+        "{stdout}"
+    );
+
+    // No metadata service answers: refused, as docs/node-ip-helper.md says.
+    drop(gce);
+    let (status, stdout, stderr) = check(&kubeconfig, &metadata, &["--metadata-timeout", "300ms"]);
+    assert_ne!(status, 0, "{stdout}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("node-ip-helper: --source auto: no metadata service answered"),
+        "{stderr}"
+    );
+}
