@@ -457,9 +457,14 @@ async fn token_exchange_manifest_with_real_tokens_and_a_token_endpoint() {
 
 #[tokio::test]
 async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
-    let moto = cluster_harness::Moto::start();
+    // moto verifies every signature and session token; the fake STS answers
+    // AssumeRoleWithWebIdentity (which moto cannot in that mode) with
+    // moto-issued temporary credentials, recording the role and token.
+    let moto = cluster_harness::Moto::start_authenticated();
+    let sts = moto.web_identity_sts();
     let cluster = TestCluster::start().await;
-    let role = "arn:aws:iam::123456789012:role/ecr-puller";
+    let role = moto.auth().role_arn.clone();
+    let role = role.as_str();
     let node_uid = pod_with_service_account(&cluster, "ecr-node", "puller", json!({}), "busybox").await;
     let role_uid = pod_with_service_account(
         &cluster,
@@ -472,15 +477,16 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
     let tmp = tempfile::tempdir().unwrap();
     let (bin, calls) = counting_bin_dir(tmp.path());
     // Only moto, never the machine's own AWS set-up.
-    let aws_env = |p: &mut serde_yaml_ng::Mapping, node_credentials: bool| {
+    let user = moto.auth().user.clone();
+    let aws_env = |p: &mut serde_yaml_ng::Mapping, node_secret: Option<&str>| {
         set_env(p, "AWS_ENDPOINT_URL", &moto.url);
+        set_env(p, "AWS_ENDPOINT_URL_STS", &sts.url);
         set_env(p, "AWS_EC2_METADATA_DISABLED", "true");
         set_env(p, "AWS_CONFIG_FILE", "/nonexistent");
         set_env(p, "AWS_SHARED_CREDENTIALS_FILE", "/nonexistent");
-        let (id, secret) = if node_credentials {
-            ("AKIDNODE", "node-secret-key")
-        } else {
-            ("", "")
+        let (id, secret) = match node_secret {
+            Some(secret) => (user.access_key_id.as_str(), secret),
+            None => ("", ""),
         };
         set_env(p, "AWS_ACCESS_KEY_ID", id);
         set_env(p, "AWS_SECRET_ACCESS_KEY", secret);
@@ -493,7 +499,9 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
 
     // The node's credentials, for a pod whose service account names no role.
     std::fs::create_dir_all(tmp.path().join("node")).unwrap();
-    let config = manifest_copy(&tmp.path().join("node"), "ecr.yaml", |p| aws_env(p, true));
+    let config = manifest_copy(&tmp.path().join("node"), "ecr.yaml", |p| {
+        aws_env(p, Some(&user.secret_access_key))
+    });
     let flags = pod_flags(&cluster, "ecr-node", "puller", &node_uid);
     let images = [image_a.clone(), image_b.clone(), foreign.to_string()];
     let run = {
@@ -513,10 +521,31 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
     // images ran the plugin.
     assert_eq!(runs(&calls), 2, "{}", run.stderr);
 
+    // Negative twin: the node's key with a wrong secret is refused by moto,
+    // so kubelet gets nothing.
+    std::fs::create_dir_all(tmp.path().join("wrong")).unwrap();
+    let config = manifest_copy(&tmp.path().join("wrong"), "ecr.yaml", |p| {
+        aws_env(p, Some("wrong-secret"))
+    });
+    let flags = pod_flags(&cluster, "ecr-node", "puller", &node_uid);
+    let run = {
+        let (bin, config, image) = (bin.clone(), config.clone(), image_a.clone());
+        tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &[&image]))
+            .await
+            .unwrap()
+    };
+    assert_eq!(run.lookups[&image_a], vec![], "{}", run.stderr);
+    assert!(
+        plugin_stderr(tmp.path()).contains("HTTP 403"),
+        "{}",
+        plugin_stderr(tmp.path())
+    );
+    assert!(sts.calls().is_empty(), "no role, no STS call");
+
     // KEP-4412: no node credentials at all; the service account's role
     // (AssumeRoleWithWebIdentity with the real bound token) is the only way.
     std::fs::create_dir_all(tmp.path().join("role")).unwrap();
-    let config = manifest_copy(&tmp.path().join("role"), "ecr.yaml", |p| aws_env(p, false));
+    let config = manifest_copy(&tmp.path().join("role"), "ecr.yaml", |p| aws_env(p, None));
     let flags = pod_flags(&cluster, "ecr-role", "puller", &role_uid);
     let run = {
         let (bin, config, image) = (bin.clone(), config.clone(), image_a.clone());
@@ -528,6 +557,30 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
     let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
     assert_eq!(issued.len(), 1, "{}", run.stderr);
     assert_bound_token(&issued[0], "sts.amazonaws.com", "ecr-role", "puller", &role_uid);
+    // STS got the role of the service account's annotation and the real
+    // bound token kubelet issued for the pod.
+    let web_identity = sts.calls();
+    assert_eq!(web_identity.len(), 1, "{}", run.stderr);
+    assert_eq!(web_identity[0].role_arn, role);
+    assert!(
+        web_identity[0].web_identity_token == issued[0],
+        "STS got the pod's bound token"
+    );
+    assert!(!web_identity[0].signed);
+
+    // Negative twin: the role's credentials with their session token
+    // changed are refused by moto, so kubelet gets nothing.
+    sts.tamper_session_token(true);
+    let flags = pod_flags(&cluster, "ecr-role", "puller", &role_uid);
+    let run = {
+        let (bin, config, image) = (bin.clone(), config.clone(), image_a.clone());
+        tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &[&image]))
+            .await
+            .unwrap()
+    };
+    assert_eq!(run.lookups[&image_a], vec![], "{}", run.stderr);
+    assert_eq!(sts.calls().len(), 2, "{}", run.stderr);
+    sts.tamper_session_token(false);
 
     // The same config for a pod without the annotation: no credentials to
     // use, so kubelet gets nothing (and logs the plugin's error).
