@@ -114,3 +114,68 @@ fn unknown_flags_and_missing_backends_fail_before_reading_stdin() {
     assert_ne!(out.status, 0);
     assert!(out.stdout.is_empty());
 }
+
+/// The golden files hold only the fields of kubelet's types
+/// (k8s.io/kubelet/pkg/apis/credentialprovider/{v1,v1beta1,v1alpha1}/types.go,
+/// v0.37.2; the table in tests/data/credential-provider/README.md and §1 of
+/// the upstream reference), with the values kubelet accepts. The cluster tier
+/// (tests/cluster/harness/tests/golden_responses.rs) has kubelet's own strict
+/// decoder read them.
+#[test]
+fn golden_files_hold_only_kubelets_fields() {
+    const RESPONSE: [&str; 5] = ["apiVersion", "auth", "cacheDuration", "cacheKeyType", "kind"];
+    const AUTH_CONFIG: [&str; 2] = ["password", "username"];
+    const REQUEST: [&str; 3] = ["apiVersion", "image", "kind"];
+    const REQUEST_V1: [&str; 2] = ["serviceAccountAnnotations", "serviceAccountToken"];
+    /// Not kubelet's: the golden requests carry it on purpose.
+    const FUTURE: &str = "someFutureField";
+    let keys = |value: &serde_json::Value| -> Vec<String> {
+        let mut keys: Vec<String> = value.as_object().expect("an object").keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    for version in ["v1alpha1", "v1beta1", "v1"] {
+        let read = |name: String| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(data(&name)).expect("golden file")).expect("golden JSON")
+        };
+        let response = read(format!("response-static-{version}.json"));
+        let fields = keys(&response);
+        assert!(
+            fields.iter().all(|f| RESPONSE.contains(&f.as_str())),
+            "{version}: {fields:?}"
+        );
+        for required in ["apiVersion", "kind", "cacheKeyType"] {
+            assert!(fields.iter().any(|f| f == required), "{version}: no {required}");
+        }
+        assert_eq!(
+            response["apiVersion"],
+            format!("credentialprovider.kubelet.k8s.io/{version}")
+        );
+        assert_eq!(response["kind"], "CredentialProviderResponse");
+        assert!(
+            ["Image", "Registry", "Global"].contains(&response["cacheKeyType"].as_str().unwrap_or_default()),
+            "{version}: {}",
+            response["cacheKeyType"]
+        );
+        let duration = response["cacheDuration"].as_str().expect("cacheDuration text");
+        assert!(common::go_seconds(duration) > 0, "{version}: {duration}");
+        for (key, entry) in response["auth"].as_object().expect("auth") {
+            assert_eq!(keys(entry), AUTH_CONFIG, "{version}: auth[{key}]");
+            assert!(
+                entry["username"].is_string() && entry["password"].is_string(),
+                "{version}: {key}"
+            );
+        }
+
+        let request = read(format!("request-static-{version}.json"));
+        for field in keys(&request) {
+            let known = REQUEST.contains(&field.as_str()) || (version == "v1" && REQUEST_V1.contains(&field.as_str()));
+            assert!(known || field == FUTURE, "{version}: request field {field}");
+        }
+        assert_eq!(request["kind"], "CredentialProviderRequest");
+        assert_eq!(
+            request["apiVersion"],
+            format!("credentialprovider.kubelet.k8s.io/{version}")
+        );
+    }
+}
