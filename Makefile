@@ -33,6 +33,7 @@ $(VENV)/.moto-$(MOTO_VERSION):
 test: tools
 	$(CARGO) test --workspace --exclude cluster-harness --locked --all-targets
 	$(CARGO) test --workspace --exclude cluster-harness --locked --doc
+	$(CARGO) test -p node-ip-helper --locked --tests -- --ignored
 	bash tests/cluster/run.sh
 
 lint: deny-tools
@@ -41,11 +42,13 @@ lint: deny-tools
 	$(CARGO) deny --locked check licenses bans sources
 
 # strace: node-ip-helper's crash test (tests/crash_write.rs) slows the syscalls of its writes
-# with it, so that kills land between every two of them.
+# with it, so that kills land between every two of them. systemd-analyze (Debian's systemd):
+# node-ip-helper's tests/units.rs verifies the shipped units with it.
 .PHONY: system-tools
 tools: system-tools
 system-tools:
 	@command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace; }
+	@command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd; }
 
 # The dependency policy (deny.toml; docs/testing.md, "Dependency policy"):
 # licences, banned and duplicate crates, crates.io only. `make lint` installs
