@@ -28,11 +28,35 @@ fn without_optional_flags_only_the_three_required_parameters_are_sent() {
     ]);
     let out = exchange(&server.url("/opaque"), &[], &token);
     assert_eq!(out.status, 0, "{}", out.stderr);
+    // docs/credential-provider.md: the access token is the password, with
+    // --username's default, keyed by the image's registry.
+    let answer = response(&out.stdout);
     assert_eq!(
-        response(&out.stdout)["auth"]["registry.example.com"]["password"],
-        OPAQUE_TOKEN
+        answer["auth"],
+        serde_json::json!({"registry.example.com": {"username": "oauth2accesstoken", "password": OPAQUE_TOKEN}})
     );
+    assert_eq!(answer["cacheKeyType"], "Registry");
     assert_eq!(server.received.lock().expect("record").len(), 1);
+
+    // A variable of the provider's env that is set but empty (a template's
+    // unset option) adds no parameter, and leaves subject_token_type its
+    // default: endpoints refuse an empty parameter (RFC 8693 §2.1).
+    let url = server.url("/opaque");
+    let empty: Vec<(&str, &str)> = FLAGS.iter().map(|(_, var, ..)| (*var, "")).collect();
+    let out = run_with_env(
+        &["token-exchange", "--token-endpoint", &url],
+        &request("v1", IMAGE, Some(&token)),
+        &empty,
+    );
+    assert_eq!(out.status, 0, "empty variables: {}", out.stderr);
+    // The same for an empty flag.
+    let mut flags = Vec::new();
+    for (flag, ..) in FLAGS {
+        flags.extend([flag, ""]);
+    }
+    let out = exchange(&url, &flags, &token);
+    assert_eq!(out.status, 0, "empty flags: {}", out.stderr);
+    assert_eq!(server.received.lock().expect("record").len(), 3);
 }
 
 /// Each flag and its value, as RFC 8693 §2.1 names the parameter.

@@ -110,7 +110,15 @@ impl TokenExchangeBackend {
         let mut form: Vec<(&str, &str)> = vec![
             ("grant_type", GRANT_TYPE),
             ("subject_token", subject_token.expose_secret()),
-            ("subject_token_type", &settings.subject_token_type),
+            // An empty value (a provider env variable set to "") is unset:
+            // RFC 8693 endpoints refuse empty parameters.
+            (
+                "subject_token_type",
+                match settings.subject_token_type.as_str() {
+                    "" => JWT_TOKEN_TYPE,
+                    set => set,
+                },
+            ),
         ];
         let optional = [
             ("requested_token_type", &settings.requested_token_type),
@@ -122,7 +130,8 @@ impl TokenExchangeBackend {
         form.extend(
             optional
                 .iter()
-                .filter_map(|(name, value)| value.as_deref().map(|v| (*name, v))),
+                .filter_map(|(name, value)| value.as_deref().map(|v| (*name, v)))
+                .filter(|(_, value)| !value.is_empty()),
         );
 
         tracing::debug!(%endpoint, image = %request.image, "exchanging the service-account token");
