@@ -55,7 +55,10 @@ fn web_identity_token_file_credentials_are_verified_by_moto() {
     let calls = sts.calls();
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0].role_arn, moto.auth().role_arn);
-    assert!(calls[0].web_identity_token == token, "STS got the file's token, trimmed");
+    assert!(
+        calls[0].web_identity_token == token,
+        "STS got the file's token, trimmed"
+    );
     assert!(!calls[0].signed, "AssumeRoleWithWebIdentity is not signed");
 
     sts.tamper_session_token(true);
@@ -108,7 +111,10 @@ fn container_endpoint_credentials_are_verified_by_moto() {
     let env_for = |url: String| {
         let mut env = isolated_env(&moto.url);
         env.push(("AWS_CONTAINER_CREDENTIALS_FULL_URI", url));
-        env.push(("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", token_file.display().to_string()));
+        env.push((
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+            token_file.display().to_string(),
+        ));
         env
     };
     let out = run_ecr(&env_for(container_endpoint(keys.clone())));
