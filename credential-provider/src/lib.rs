@@ -39,6 +39,9 @@ pub enum Error {
     Failed(String),
     #[error("{0}")]
     Config(#[from] ConfigError),
+    /// An image reference kubelet cannot parse (`explain`).
+    #[error("{0}")]
+    Image(String),
     #[error("cannot read stdin: {0}")]
     Stdin(std::io::Error),
     #[error("cannot write to stdout: {0}")]
@@ -96,6 +99,13 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
         }
         Command::Explain(args) => {
             let config = kubelet_config::load(&args.config)?;
+            // kubelet does not pull a reference it cannot parse: no provider runs.
+            image::parse(&args.image).map_err(|e| {
+                Error::Image(format!(
+                    "kubelet cannot parse image {:?} ({e}): it would not pull it, so no provider runs",
+                    args.image
+                ))
+            })?;
             let mut out = String::new();
             for name in explain(&config, &args.image) {
                 // A name is text from the config: one escaped line each.

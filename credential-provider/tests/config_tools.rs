@@ -36,13 +36,38 @@ fn explain_lists_matching_providers_in_config_order() {
         ("123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/app", &["ecr-like"]),
         ("registry.example.com/team/app", &["team-registry", "whole-registry"]),
         ("registry.example.com/teams/app", &["team-registry", "whole-registry"]),
-        ("registry.example.com/other/app@sha256:00", &["whole-registry"]),
+        (
+            "registry.example.com/other/app@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            &["whole-registry"],
+        ),
         ("registry.example.com:5000/app", &["team-registry"]),
         ("quay.io/org/app", &[]),
         ("nginx", &[]),
     ];
     for (image, want) in cases {
         assert_eq!(explain(&config, image), want, "{image}");
+    }
+}
+
+/// kubelet does not pull a reference it cannot parse, so no provider runs:
+/// `explain` says so instead of matching its text (the cluster tier's
+/// differential_match.rs compares this with kubelet's ParseImageName).
+#[test]
+fn explain_refuses_an_image_kubelet_cannot_parse() {
+    let config = configs("multi.yaml");
+    for image in [
+        "registry.example.com/Team/app",
+        "registry.example.com/app@sha256:00",
+        "registry.example.com/app:",
+    ] {
+        let out = run(&["explain", "--config", &config, "--", image], b"");
+        assert_eq!(out.status, 1, "{image}: {}", out.stdout);
+        assert_eq!(out.stdout, "", "{image}");
+        assert!(
+            out.stderr.contains("kubelet cannot parse image") && out.stderr.contains(image),
+            "{image}: {}",
+            out.stderr
+        );
     }
 }
 
@@ -104,7 +129,7 @@ fn explain_knows_the_shipped_gcp_manifest() {
         "us-docker.pkg.dev/my-project/apps/web:v1",
         "europe-west4-docker.pkg.dev/p/r/app",
         "gcr.io/my-project/app",
-        "eu.gcr.io/my-project/app@sha256:00",
+        "eu.gcr.io/my-project/app@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
         "container.cloud.google.com/x/y",
     ] {
         assert_eq!(explain(&config, image), ["cloud-credential-provider"], "{image}");
@@ -123,7 +148,7 @@ fn explain_knows_the_shipped_acr_manifest() {
     for image in [
         "myregistry.azurecr.io/team/app:v1",
         "demo.azurecr.cn/app",
-        "demo.azurecr.us/app@sha256:00",
+        "demo.azurecr.us/app@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
         "mcr.microsoft.com/oss/nginx/nginx:1.27",
     ] {
         assert_eq!(explain(&config, image), ["cloud-credential-provider"], "{image}");

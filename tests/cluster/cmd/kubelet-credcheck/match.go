@@ -160,6 +160,55 @@ func (g *gen) mutateLabel(l string) string {
 	}
 }
 
+// badImage turns a generated image into a reference that is likely (not
+// certain: kubelet's ParseImageName decides) to be unparsable, keeping its
+// registry so that patterns made from the pool still meet it.
+func (g *gen) badImage(from string) string {
+	host, rest, found := strings.Cut(from, "/")
+	if !found || !strings.ContainsAny(host, ".:") && host != "localhost" {
+		host, rest = g.poolHost(), from
+	}
+	rest = strings.SplitN(strings.SplitN(rest, "@", 2)[0], ":", 2)[0]
+	switch g.r.IntN(18) {
+	case 0:
+		return host + "/" + strings.ToUpper(rest[:1]) + rest[1:]
+	case 1:
+		return host + "//" + rest
+	case 2:
+		return host + "/" + rest + "/"
+	case 3:
+		return host + "/" + rest + ":"
+	case 4:
+		return host + "/" + rest + ":" + g.pick("-v1", ".v1", "v 1", "v1/x")
+	case 5:
+		return host + "/" + rest + ":" + strings.Repeat("v", 129)
+	case 6:
+		return host + "/" + rest + "@sha256:" + g.pick("abc", strings.Repeat("g", 64), strings.Repeat("ab", 31))
+	case 7:
+		return host + "/" + rest + "@md5:" + strings.Repeat("ab", 16)
+	case 8:
+		return host + "/" + g.pick("-", "_", ".", "__") + rest
+	case 9:
+		return host + "/" + rest + g.pick("___b", "--", ".", "-")
+	case 10:
+		return host + "/" + rest + " 1"
+	case 11:
+		return strings.Replace(host, ".", "_", 1) + "/" + rest
+	case 12:
+		return host + ":" + g.pick("50a", "", "-1") + "/" + rest
+	case 13:
+		return strings.Repeat("ab", 32)
+	case 14:
+		return host + "/" + rest + "/" + strings.Repeat("a", 255)
+	case 15:
+		return g.pick("", "@", ":", "/", "/"+rest)
+	case 16:
+		return host + "/" + rest + "@"
+	default:
+		return "-" + host + "/" + rest
+	}
+}
+
 func (g *gen) pattern(from string) string {
 	repo, _, _, err := parsers.ParseImageName(from)
 	if err != nil {
@@ -265,6 +314,8 @@ func runMatchCorpus(args []string) error {
 	seed := fs.Uint64("seed", 4412, "random seed")
 	nPatterns := fs.Int("patterns", 100, "valid patterns wanted")
 	nImages := fs.Int("images", 300, "images wanted")
+	nStrangers := fs.Int("stranger-images", 0, "valid images on registries of their own (no pattern is made from them: mostly unmatched), added after the others (their own random stream)")
+	nBad := fs.Int("bad-images", 0, "images made unparsable, added after the others (their own random stream: the rest of the corpus does not change)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -289,6 +340,17 @@ func runMatchCorpus(args []string) error {
 			continue
 		}
 		c.Patterns = append(c.Patterns, p)
+	}
+	bad := &gen{r: rand.New(rand.NewPCG(*seed, 0xbad)), hosts: g.hosts}
+	for range min(*nBad, *nBad**nImages) {
+		images = append(images, bad.badImage(images[bad.r.IntN(*nImages)]))
+	}
+	strangers := &gen{r: rand.New(rand.NewPCG(*seed, 0x5e7))}
+	for range 24 {
+		strangers.hosts = append(strangers.hosts, strangers.host())
+	}
+	for range *nStrangers {
+		images = append(images, strangers.image())
 	}
 	for _, raw := range images {
 		im := Image{Image: raw, Matches: []int{}}

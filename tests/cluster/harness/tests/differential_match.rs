@@ -3,7 +3,10 @@
 //! pattern × image pairs: one config with one provider per pattern, and
 //! `cloud-credential-provider explain --config <it> <image>` per image.
 //! Patterns kubelet's validation rejects must be rejected by our
-//! `check-config` too.
+//! `check-config` too. Images kubelet cannot parse (it never pulls them, so
+//! no provider runs) must get no provider from `explain`, or be refused by
+//! it. Both outcomes must be common: a fifth of the images at least match
+//! some pattern and a fifth match none, and likewise for the patterns.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -11,7 +14,10 @@ use std::process::Command;
 use cluster_harness::{assert_disagreements, cluster_bin, provider_binary, run_ok};
 use serde_json::{Value, json};
 
-/// Pairs: CLUSTER_MATCH_PATTERNS × CLUSTER_MATCH_IMAGES (default 150 × 400).
+/// Pairs: CLUSTER_MATCH_PATTERNS × CLUSTER_MATCH_IMAGES (default 150 × 400),
+/// plus CLUSTER_MATCH_STRANGER_IMAGES (100: on registries no pattern was made
+/// from, so that many images match nothing) and CLUSTER_MATCH_BAD_IMAGES (80
+/// made unparsable; those kubelet parses after all are compared as the rest).
 fn knob(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -68,7 +74,12 @@ fn matcher_agrees_with_kubelet() {
             .arg(format!("--out={}", corpus_path.display()))
             .arg(format!("--seed={seed}"))
             .arg(format!("--patterns={}", knob("CLUSTER_MATCH_PATTERNS", 150)))
-            .arg(format!("--images={}", knob("CLUSTER_MATCH_IMAGES", 400))),
+            .arg(format!("--images={}", knob("CLUSTER_MATCH_IMAGES", 400)))
+            .arg(format!("--bad-images={}", knob("CLUSTER_MATCH_BAD_IMAGES", 80)))
+            .arg(format!(
+                "--stranger-images={}",
+                knob("CLUSTER_MATCH_STRANGER_IMAGES", 100)
+            )),
     )
     .unwrap();
     let corpus: Value = serde_json::from_slice(&std::fs::read(&corpus_path).unwrap()).unwrap();
@@ -124,12 +135,50 @@ fn matcher_agrees_with_kubelet() {
     let usable_ids: BTreeSet<usize> = usable.iter().map(|(i, _)| *i).collect();
 
     let mut match_found = BTreeMap::new();
-    let (mut pairs, mut matching, mut skipped_images) = (0usize, 0usize, 0usize);
+    let mut unparsable_found = BTreeMap::new();
+    let (mut pairs, mut matching, mut unparsable, mut refused) = (0usize, 0usize, 0usize, 0usize);
+    // Parsable images with some matching pattern, with none; patterns
+    // matching some image.
+    let (mut images_matched, mut images_unmatched) = (0usize, 0usize);
+    let mut patterns_matched = BTreeSet::new();
     for image in corpus["images"].as_array().unwrap() {
         let raw = image["image"].as_str().unwrap();
-        if image.get("error").is_some_and(|e| e.is_string()) {
-            // kubelet cannot parse this reference and never looks it up.
-            skipped_images += 1;
+        if let Some(error) = image["error"].as_str() {
+            // kubelet cannot parse this reference: it never pulls it, so no
+            // provider runs. Ours must name none, or refuse the image.
+            unparsable += 1;
+            let out = Command::new(provider_binary())
+                .arg("explain")
+                .arg("--config")
+                .arg(&config_path)
+                .arg("--")
+                .arg(raw)
+                .output()
+                .expect("run explain");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let named: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+            match out.status.code() {
+                Some(0) if named.is_empty() => {}
+                Some(0) => {
+                    unparsable_found
+                        .entry(cluster_harness::go_error_class(
+                            error.trim_start_matches("couldn't parse image name "),
+                        ))
+                        .or_insert_with(Vec::new)
+                        .push(format!(
+                            "image {raw:?}: kubelet cannot parse it ({error}), ours names {named:?}"
+                        ));
+                }
+                Some(_) => {
+                    refused += 1;
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    assert!(
+                        named.is_empty() && stderr.contains("image"),
+                        "explain {raw:?} failed without saying why the image is refused: {stdout}{stderr}"
+                    );
+                }
+                None => panic!("explain {raw:?} was killed"),
+            }
             continue;
         }
         let repo = image["repo"].as_str().unwrap();
@@ -145,15 +194,22 @@ fn matcher_agrees_with_kubelet() {
                 .arg("explain")
                 .arg("--config")
                 .arg(&config_path)
+                .arg("--")
                 .arg(raw),
         )
-        .unwrap();
+        .unwrap_or_else(|e| panic!("explain failed on {raw:?}, which kubelet parses (as {repo:?}): {e}"));
         let ours: BTreeSet<usize> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.trim().strip_prefix('p').and_then(|n| n.parse().ok()))
             .collect();
         pairs += usable.len();
         matching += kubelet.len();
+        if kubelet.is_empty() {
+            images_unmatched += 1;
+        } else {
+            images_matched += 1;
+        }
+        patterns_matched.extend(kubelet.iter().copied());
         for i in kubelet.symmetric_difference(&ours) {
             let pattern = &patterns[*i];
             let kubelet_says = kubelet.contains(i);
@@ -168,11 +224,34 @@ fn matcher_agrees_with_kubelet() {
         }
     }
     eprintln!(
-        "matching differential (seed {seed}): {} valid + {} invalid patterns, {pairs} pairs compared ({matching} match in kubelet), {skipped_images} unparsable images skipped; {} pattern and {} match disagreements",
+        "matching differential (seed {seed}): {} valid + {} invalid patterns, {pairs} pairs compared ({matching} match in kubelet); \
+         images matching some pattern {images_matched}, none {images_unmatched}; patterns matching some image {} of {}; \
+         {unparsable} images kubelet cannot parse ({refused} refused by ours); {} pattern, {} match and {} unparsable-image disagreements",
         patterns.len(),
         invalid.len(),
+        patterns_matched.len(),
+        usable.len(),
         pattern_found.len(),
-        match_found.len()
+        match_found.len(),
+        unparsable_found.len()
+    );
+    // Both outcomes common, so that a matcher that says yes (or no) to
+    // everything fails on many cases.
+    let fifth = |part: usize, whole: usize| part * 5 >= whole;
+    let parsed = images_matched + images_unmatched;
+    assert!(
+        fifth(images_matched, parsed) && fifth(images_unmatched, parsed),
+        "unbalanced images: {images_matched} match some pattern, {images_unmatched} none"
+    );
+    let unmatched_patterns = usable.len() - patterns_matched.len();
+    assert!(
+        fifth(patterns_matched.len(), usable.len()) && fifth(unmatched_patterns, usable.len()),
+        "unbalanced patterns: {} match some image, {unmatched_patterns} none",
+        patterns_matched.len()
+    );
+    assert!(
+        unparsable * 2 >= knob("CLUSTER_MATCH_BAD_IMAGES", 80),
+        "only {unparsable} generated images are unparsable for kubelet"
     );
     assert!(
         pairs >= 10_000 || knob("CLUSTER_MATCH_IMAGES", 400) < 100,
@@ -180,8 +259,11 @@ fn matcher_agrees_with_kubelet() {
     );
     assert!(matching > 0, "no pair matches: the corpus is useless");
     let pattern_result = std::panic::catch_unwind(|| assert_disagreements("pattern", &pattern_found, false));
+    let unparsable_result = std::panic::catch_unwind(|| assert_disagreements("unparsable", &unparsable_found, false));
     assert_disagreements("match", &match_found, false);
-    if let Err(e) = pattern_result {
-        std::panic::resume_unwind(e);
+    for result in [pattern_result, unparsable_result] {
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
+        }
     }
 }
