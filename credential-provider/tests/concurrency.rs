@@ -17,7 +17,7 @@ mod common;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use cluster_harness::Moto;
+use cluster_harness::{AwsKeys, Moto};
 use common::token_server::{OPAQUE_TOKEN, TokenServer};
 use common::{Output, assert_one_line_failure, request, response, run_with_env, service_account_token};
 
@@ -120,11 +120,13 @@ impl Silent {
     }
 }
 
-fn ecr_env(url: &str) -> Vec<(&'static str, String)> {
+/// ECR at `url` with static keys (an authenticated moto's user: each exec's
+/// signature is checked there).
+fn ecr_env(url: &str, keys: &AwsKeys) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_ENDPOINT_URL", url.to_owned()),
-        ("AWS_ACCESS_KEY_ID", "AKIDNODE".to_owned()),
-        ("AWS_SECRET_ACCESS_KEY", "node-secret-key".to_owned()),
+        ("AWS_ACCESS_KEY_ID", keys.access_key_id.clone()),
+        ("AWS_SECRET_ACCESS_KEY", keys.secret_access_key.clone()),
         ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
     ]
 }
@@ -135,8 +137,8 @@ fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str
 
 #[test]
 fn ecr_many_execs_at_once_for_one_registry_all_answer() {
-    let moto = Moto::start();
-    let env = ecr_env(&moto.url);
+    let moto = Moto::start_authenticated();
+    let env = ecr_env(&moto.url, &moto.auth().user);
     let runs = run_at_once(
         &["ecr"],
         |i| request("v1", &format!("{ECR_REGISTRY}/team/app-{i}:v1"), None),
@@ -228,7 +230,13 @@ fn token_exchange_against_a_silent_endpoint_ends_at_the_plugins_deadline() {
 #[test]
 fn ecr_against_a_silent_endpoint_ends_at_the_plugins_deadline() {
     let silent = Silent::start();
-    let env = ecr_env(&silent.url());
+    let keys = AwsKeys {
+        access_key_id: "AKIDNODE".to_owned(),
+        secret_access_key: "node-secret-key".to_owned(),
+        session_token: None,
+        expiration: None,
+    };
+    let env = ecr_env(&silent.url(), &keys);
     let runs = run_at_once(
         &["ecr"],
         |_| request("v1", &format!("{ECR_REGISTRY}/team/app:v1"), None),
