@@ -8,6 +8,28 @@
 //!
 //! Only reading: callers give meaning to the values and name their file in errors
 //! ([`GcfgError`] gives the line).
+//!
+//! ```
+//! use cloud_access::gcfg::Gcfg;
+//!
+//! let conf = Gcfg::parse(
+//!     "[Global]\nauth-url = https://keystone.example:5000/v3 ; a comment\n\
+//!      region = \"Region One\"\n\
+//!      [BlockStorage]\nignore-volume-az\n\
+//!      [VirtualCenter \"10.0.0.1\"]\ndatacenters = dc1\n",
+//! )?;
+//! let global = conf.section("global").expect("[Global]"); // names compare without case
+//! assert_eq!(global.get("Auth-URL"), Some("https://keystone.example:5000/v3"));
+//! assert_eq!(global.get("region"), Some("Region One"));
+//! assert_eq!(conf.section("BlockStorage").expect("section").get_bool("ignore-volume-az")?, Some(true));
+//! let vc = conf.sections("virtualcenter").next().expect("a vCenter");
+//! assert_eq!((vc.subsection.as_deref(), vc.get("datacenters")), (Some("10.0.0.1"), Some("dc1")));
+//!
+//! // The first malformed line is the error, with its number.
+//! let error = Gcfg::parse("[Global]\nregion = \"unterminated\n").unwrap_err();
+//! assert_eq!(error.line, 2);
+//! # Ok::<(), cloud_access::gcfg::GcfgError>(())
+//! ```
 
 use thiserror::Error;
 

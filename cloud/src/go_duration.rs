@@ -7,6 +7,20 @@
 //!
 //! Also the one checked conversion of an untrusted Unix time (a JWT's `exp`,
 //! ECR's `expiresAt`) into a time, from which cache durations are computed.
+//!
+//! ```
+//! use std::time::Duration;
+//! use cloud_access::go_duration::{format, parse, parse_non_negative};
+//!
+//! assert_eq!(parse("1h30m"), Ok(5_400_000_000_000)); // nanoseconds, as Go's time.Duration
+//! assert_eq!(parse("-1.5s"), Ok(-1_500_000_000));
+//! assert!(parse("1d").is_err()); // no days in Go
+//! assert!(parse("60").is_err()); // a number needs a unit, but for "0"
+//! assert_eq!(parse_non_negative("90s"), Ok(Duration::from_secs(90)));
+//! assert!(parse_non_negative("-1s").is_err());
+//! assert_eq!(format(Duration::from_secs(6 * 3600)), "6h0m0s"); // time.Duration.String
+//! assert_eq!(format(Duration::from_millis(1500)), "1.5s");
+//! ```
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -41,6 +41,32 @@ pub enum Builtin {
 }
 
 /// The topology a volume's handle carries, if any.
+///
+/// ```
+/// use pv_topology_webhook::builtin::{Builtin, resolve};
+/// use pv_topology_webhook::source::{InTree, VolumeIdentity};
+///
+/// // A zonal GCE PD: zone and region, as the PV's labels.
+/// let zonal = VolumeIdentity::csi("pd.csi.storage.gke.io", "projects/p/zones/europe-west1-b/disks/d");
+/// let Some(Builtin::Complete(topology)) = resolve(&zonal) else { panic!("zonal") };
+/// assert_eq!(
+///     topology.labels(),
+///     [
+///         ("topology.kubernetes.io/region", "europe-west1".to_owned()),
+///         ("topology.kubernetes.io/zone", "europe-west1-b".to_owned()),
+///     ]
+/// );
+/// // A regional one: the handle names no zone, only the region is known.
+/// let regional = VolumeIdentity::csi("pd.csi.storage.gke.io", "projects/p/regions/us-central1/disks/d");
+/// let Some(Builtin::RegionOnly(topology)) = resolve(&regional) else { panic!("regional") };
+/// assert_eq!((topology.zones(), topology.region()), (&[][..], Some("us-central1")));
+/// // In-tree EBS carries its zone in the volume ID, when the ID has one.
+/// let ebs = VolumeIdentity::in_tree(InTree::AwsElasticBlockStore, "aws://us-east-1a/vol-0123");
+/// assert!(matches!(resolve(&ebs), Some(Builtin::Complete(t)) if t.zones() == ["us-east-1a"]));
+/// assert_eq!(resolve(&VolumeIdentity::in_tree(InTree::AwsElasticBlockStore, "vol-0123")), None);
+/// // Other drivers need a rule or a lookup.
+/// assert_eq!(resolve(&VolumeIdentity::csi("ebs.csi.aws.com", "vol-0123")), None);
+/// ```
 pub fn resolve(volume: &VolumeIdentity) -> Option<Builtin> {
     match &volume.kind {
         VolumeKind::Csi { driver } if driver == GCE_PD_DRIVER => match parse_gce_pd_handle(&volume.handle)? {
