@@ -48,6 +48,10 @@ pub enum Error {
     Hostname(std::io::Error),
     #[error(transparent)]
     Metadata(#[from] MetadataError),
+    #[error(
+        "--source auto: no metadata service answered, and {0}: the host's own addresses are not taken in a failing cloud's place; retry (the unit's Restart=on-failure does), or give --source local if this host has no cloud"
+    )]
+    AutoFailing(MetadataError),
     #[error(transparent)]
     ConfigDrive(#[from] cloud_access::metadata::openstack::ConfigDriveError),
     #[error("{0}")]

@@ -58,8 +58,9 @@ pub async fn cloud(
     let (provider, instance) = match source {
         Source::Local => return Ok(None),
         Source::Auto => match detect_provider(endpoint, policy, timeout).await {
-            Some(answer) => answer,
-            None => return Ok(None),
+            Ok(Some(answer)) => answer,
+            Ok(None) => return Ok(None),
+            Err(failing) => return Err(Error::AutoFailing(failing)),
         },
         Source::Cloud(Provider::OpenStack) if metadata.config_drive.is_some() => {
             let root = metadata.config_drive.as_deref().unwrap_or(Path::new("/"));
@@ -102,12 +103,15 @@ pub async fn fetch(
 }
 
 /// Asks every metadata service at once; the first provider (in a fixed
-/// order) that answers wins. `None` when none does.
+/// order) that answers wins. `None` when none does; but when none does and
+/// one answered a server error (5xx), that error: a metadata service that
+/// exists and fails means a cloud whose addresses are unknown for now, not
+/// a host without a cloud, so the host's own addresses must not stand in.
 pub async fn detect_provider(
     override_url: Option<&Url>,
     policy: IpFamilyPolicy,
     timeout: Duration,
-) -> Option<(Provider, Instance)> {
+) -> Result<Option<(Provider, Instance)>, MetadataError> {
     let attempts = Provider::ALL.map(|provider| async move {
         let result = fetch(provider, override_url, policy, timeout).await;
         if let Err(error) = &result {
@@ -115,10 +119,16 @@ pub async fn detect_provider(
         }
         (provider, result)
     });
-    futures_util::future::join_all(attempts)
-        .await
-        .into_iter()
-        .find_map(|(provider, result)| result.ok().map(|instance| (provider, instance)))
+    let results = futures_util::future::join_all(attempts).await;
+    let mut failing = None;
+    for (provider, result) in results {
+        match result {
+            Ok(instance) => return Ok(Some((provider, instance))),
+            Err(error @ MetadataError::Status { status: 500.., .. }) if failing.is_none() => failing = Some(error),
+            Err(_) => {}
+        }
+    }
+    failing.map_or(Ok(None), Err)
 }
 
 /// EC2's own `PrivateDnsName` for the instance: with a custom DHCP domain
