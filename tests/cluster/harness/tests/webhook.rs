@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use cluster_harness::webhook::{register, serve};
 use cluster_harness::{Moto, TestCluster, workspace_root};
 use common::*;
@@ -150,43 +148,11 @@ async fn created_pvs_are_stored_with_the_topology_the_decision_promises() {
     );
 }
 
-fn credentials() -> cloud_access::aws::AwsCredentials {
-    cloud_access::aws::AwsCredentials {
-        access_key_id: "AKIDTEST".into(),
-        secret_access_key: "test-secret".into(),
-        session_token: None,
-        expires_at: None,
-        source: "test",
-    }
-}
-
-/// A 1 GiB volume created in moto's EC2; its ID.
-async fn create_volume(moto: &Moto, zone: &str) -> String {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let options = cloud_access::aws::endpoints::EndpointOptions {
-        global_override: Some(moto.url.clone()),
-        ..Default::default()
-    };
-    let client = cloud_access::aws::AwsClient::new(reqwest::Client::new(), "us-east-1", options);
-    let xml = client
-        .query(
-            cloud_access::aws::endpoints::EC2,
-            "CreateVolume",
-            "2016-11-15",
-            &[("AvailabilityZone", zone), ("Size", "1")],
-            &credentials(),
-            Instant::now() + Duration::from_secs(10),
-        )
-        .await
-        .expect("CreateVolume");
-    let start = xml.find("<volumeId>").expect("volumeId") + "<volumeId>".len();
-    let end = xml[start..].find('<').unwrap() + start;
-    xml[start..end].to_owned()
-}
-
 #[tokio::test]
 async fn ebs_lookups_label_created_volumes_and_denials_reach_the_user() {
-    let moto = Moto::start();
+    // moto checks every signature: the webhook signs with the IAM user's key.
+    let moto = Moto::start_authenticated();
+    let keys = moto.auth().user.clone();
     let cluster = TestCluster::start().await;
     let client = cluster.client();
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
@@ -200,8 +166,8 @@ async fn ebs_lookups_label_created_volumes_and_denials_reach_the_user() {
         ],
         &[
             ("AWS_ENDPOINT_URL", moto.url.as_str()),
-            ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
-            ("AWS_SECRET_ACCESS_KEY", "test-secret"),
+            ("AWS_ACCESS_KEY_ID", keys.access_key_id.as_str()),
+            ("AWS_SECRET_ACCESS_KEY", keys.secret_access_key.as_str()),
             ("AWS_EC2_METADATA_DISABLED", "true"),
         ],
     );
@@ -210,7 +176,7 @@ async fn ebs_lookups_label_created_volumes_and_denials_reach_the_user() {
     let post = PostParams::default();
 
     // An EBS CSI volume created in moto: its zone comes from DescribeVolumes.
-    let id = create_volume(&moto, "us-east-1b").await;
+    let id = moto.create_volume("us-east-1", "us-east-1b");
     let ebs = |name: &str, handle: &str| {
         pv(
             name,
