@@ -34,38 +34,10 @@ fn node_name_sources_that_the_source_lacks_are_errors() {
 /// instance's address is not on this host.
 #[tokio::test]
 async fn private_dns_name_comes_from_describe_instances() {
-    use cloud_access::aws::endpoints::{EC2, EndpointOptions};
-    use cloud_access::aws::{AwsClient, AwsCredentials};
-
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let moto = cluster_harness::Moto::start();
-    let options = EndpointOptions {
-        global_override: Some(moto.url.clone()),
-        ..EndpointOptions::default()
-    };
-    let credentials = AwsCredentials {
-        access_key_id: "AKIDTEST".into(),
-        secret_access_key: "test-secret".into(),
-        session_token: None,
-        expires_at: None,
-        source: "test",
-    };
-    let xml = AwsClient::new(reqwest::Client::new(), "us-east-1", options)
-        .query(
-            EC2,
-            "RunInstances",
-            "2016-11-15",
-            &[("ImageId", "ami-12c6146b"), ("MinCount", "1"), ("MaxCount", "1")],
-            &credentials,
-            std::time::Instant::now() + std::time::Duration::from_secs(10),
-        )
-        .await
-        .expect("RunInstances");
-    let field = |name: &str| {
-        let start = xml.find(&format!("<{name}>")).expect(name) + name.len() + 2;
-        xml[start..start + xml[start..].find('<').unwrap()].to_owned()
-    };
-    let (instance_id, private_dns) = (field("instanceId"), field("privateDnsName"));
+    // moto checks every signature: the helper signs with the IAM user's key.
+    let moto = cluster_harness::Moto::start_authenticated();
+    let keys = moto.auth().user.clone();
+    let (instance_id, private_dns) = moto.run_instance("us-east-1");
 
     // IMDS says a DHCP-domain name; EC2 knows the real PrivateDnsName.
     let tree = serde_json::json!({
@@ -95,13 +67,26 @@ async fn private_dns_name_comes_from_describe_instances() {
             .unwrap()
     };
     let out = run(&[
-        ("AWS_ACCESS_KEY_ID", "AKIDNODE"),
-        ("AWS_SECRET_ACCESS_KEY", "node-secret"),
+        ("AWS_ACCESS_KEY_ID", &keys.access_key_id),
+        ("AWS_SECRET_ACCESS_KEY", &keys.secret_access_key),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["hostname"], private_dns.to_lowercase());
     assert_ne!(json["hostname"], "node-a.corp.example.com");
+
+    // A wrong secret: EC2 refuses the signature, and the error says what failed.
+    let out = run(&[
+        ("AWS_ACCESS_KEY_ID", &keys.access_key_id),
+        ("AWS_SECRET_ACCESS_KEY", "not-the-secret"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--node-name-from private-dns: EC2 DescribeInstances of"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not-the-secret"), "{stderr}");
 
     // Without credentials for EC2 the error says what to grant.
     let out = run(&[]);

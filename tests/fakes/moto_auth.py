@@ -18,6 +18,9 @@ Usage (moto's venv python, which has boto3):
       "session_token", "expiration"}
   moto_auth.py create-volume URL ACCESS_KEY_ID SECRET REGION ZONE
       a signed ec2:CreateVolume (1 GiB); prints the volume ID
+  moto_auth.py run-instance URL ACCESS_KEY_ID SECRET REGION
+      a signed ec2:RunInstances (one instance); prints {"instance_id",
+      "private_dns_name"}
 """
 
 import json
@@ -28,11 +31,14 @@ import boto3
 BOOTSTRAP_CALLS = 5
 
 # What the tests' programs call: ECR logins, EBS lookups (and the volumes the
-# tests create for them), and assuming the role.
+# tests create for them), node-ip-helper's private DNS name (and the instance
+# the test creates for it), and assuming the role.
 ALLOWED = [
     "ecr:GetAuthorizationToken",
     "ec2:DescribeVolumes",
     "ec2:CreateVolume",
+    "ec2:DescribeInstances",
+    "ec2:RunInstances",
     "sts:AssumeRole",
 ]
 
@@ -106,6 +112,18 @@ def create_volume(url, key, secret, region, zone):
     print(ec2.create_volume(AvailabilityZone=zone, Size=1)["VolumeId"])
 
 
+def run_instance(url, key, secret, region):
+    ec2 = client("ec2", url, key, secret, region=region)
+    instance = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]
+    print(json.dumps({"instance_id": instance["InstanceId"], "private_dns_name": instance["PrivateDnsName"]}))
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    {"bootstrap": bootstrap, "assume-role": assume_role, "create-volume": create_volume}[command](*args)
+    commands = {
+        "bootstrap": bootstrap,
+        "assume-role": assume_role,
+        "create-volume": create_volume,
+        "run-instance": run_instance,
+    }
+    commands[command](*args)

@@ -109,6 +109,26 @@ impl Moto {
         .to_owned()
     }
 
+    /// One EC2 instance in `region`, launched by boto3 with the user's key:
+    /// (instance ID, its `PrivateDnsName`).
+    pub fn run_instance(&self, region: &str) -> (String, String) {
+        #[derive(serde::Deserialize)]
+        struct Launched {
+            instance_id: String,
+            private_dns_name: String,
+        }
+        let auth = self.auth();
+        let out = self.script(&[
+            "run-instance",
+            &self.url,
+            &auth.user.access_key_id,
+            &auth.user.secret_access_key,
+            region,
+        ]);
+        let launched: Launched = serde_json::from_str(&out).expect("moto_auth.py run-instance's JSON");
+        (launched.instance_id, launched.private_dns_name)
+    }
+
     /// A fake STS for `AssumeRoleWithWebIdentity` (see [`WebIdentitySts`]).
     pub fn web_identity_sts(&self) -> WebIdentitySts {
         WebIdentitySts::start(self)
