@@ -147,6 +147,18 @@ fn keyring(config: &Path, bin: &Path, extra: &[String], images: &[&str]) -> Keyr
     }
 }
 
+/// [`keyring`] on a blocking thread, for the tests' async bodies.
+async fn keyring_blocking(config: &Path, bin: &Path, extra: Vec<String>, images: &[&str]) -> KeyringRun {
+    let (config, bin) = (config.to_path_buf(), bin.to_path_buf());
+    let images: Vec<String> = images.iter().map(|i| i.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let images: Vec<&str> = images.iter().map(String::as_str).collect();
+        keyring(&config, &bin, &extra, &images)
+    })
+    .await
+    .expect("the keyring thread")
+}
+
 fn creds(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs.iter().map(|(u, p)| (u.to_string(), p.to_string())).collect()
 }
@@ -373,9 +385,7 @@ async fn passthrough_manifest_with_real_service_account_tokens() {
         "other.example.com/app",
     ];
     let flags = pod_flags(&cluster, ns, sa, &uid);
-    let run = tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &images))
-        .await
-        .unwrap();
+    let run = keyring_blocking(&config, &bin, flags, &images).await;
     let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
     assert_eq!(
         issued.len(),
@@ -401,9 +411,7 @@ async fn passthrough_manifest_with_real_service_account_tokens() {
     let config = manifest_copy(tmp2.path(), "passthrough.yaml", |_| {});
     let mut flags = pod_flags(&cluster, ns, "", &uid);
     flags.retain(|f| f != "--service-account=");
-    let run = tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &["harbor.example.com/team/app"]))
-        .await
-        .unwrap();
+    let run = keyring_blocking(&config, &bin, flags, &["harbor.example.com/team/app"]).await;
     assert_eq!(run.lookups["harbor.example.com/team/app"], vec![]);
     assert_eq!(run.summary["issued_tokens"], json!([]));
 }
@@ -433,9 +441,7 @@ async fn token_exchange_manifest_with_real_tokens_and_a_token_endpoint() {
         "registry.example.com/team-a/app",
         "registry.example.com:5000/team-a/app",
     ];
-    let run = tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &images))
-        .await
-        .unwrap();
+    let run = keyring_blocking(&config, &bin, flags, &images).await;
 
     let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
     assert_eq!(issued.len(), 1, "stderr:\n{}", run.stderr);
@@ -504,15 +510,8 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
     });
     let flags = pod_flags(&cluster, "ecr-node", "puller", &node_uid);
     let images = [image_a.clone(), image_b.clone(), foreign.to_string()];
-    let run = {
-        let (bin, config) = (bin.clone(), config.clone());
-        tokio::task::spawn_blocking(move || {
-            let images: Vec<&str> = images.iter().map(String::as_str).collect();
-            keyring(&config, &bin, &flags, &images)
-        })
-        .await
-        .unwrap()
-    };
+    let images: Vec<&str> = images.iter().map(String::as_str).collect();
+    let run = keyring_blocking(&config, &bin, flags, &images).await;
     assert_eq!(run.lookups[&image_a], creds(&[token]), "{}", run.stderr);
     assert_eq!(run.lookups[&image_b], creds(&[token]), "{}", run.stderr);
     // Not in matchImages: the plugin does not run.
@@ -528,12 +527,7 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
         aws_env(p, Some("wrong-secret"))
     });
     let flags = pod_flags(&cluster, "ecr-node", "puller", &node_uid);
-    let run = {
-        let (bin, config, image) = (bin.clone(), config.clone(), image_a.clone());
-        tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &[&image]))
-            .await
-            .unwrap()
-    };
+    let run = keyring_blocking(&config, &bin, flags, &[&image_a]).await;
     assert_eq!(run.lookups[&image_a], vec![], "{}", run.stderr);
     assert!(
         plugin_stderr(tmp.path()).contains("HTTP 403"),
@@ -547,12 +541,7 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
     std::fs::create_dir_all(tmp.path().join("role")).unwrap();
     let config = manifest_copy(&tmp.path().join("role"), "ecr.yaml", |p| aws_env(p, None));
     let flags = pod_flags(&cluster, "ecr-role", "puller", &role_uid);
-    let run = {
-        let (bin, config, image) = (bin.clone(), config.clone(), image_a.clone());
-        tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &[&image]))
-            .await
-            .unwrap()
-    };
+    let run = keyring_blocking(&config, &bin, flags, &[&image_a]).await;
     assert_eq!(run.lookups[&image_a], creds(&[token]), "{}", run.stderr);
     let issued: Vec<String> = serde_json::from_value(run.summary["issued_tokens"].clone()).unwrap();
     assert_eq!(issued.len(), 1, "{}", run.stderr);
@@ -572,12 +561,7 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
     // changed are refused by moto, so kubelet gets nothing.
     sts.tamper_session_token(true);
     let flags = pod_flags(&cluster, "ecr-role", "puller", &role_uid);
-    let run = {
-        let (bin, config, image) = (bin.clone(), config.clone(), image_a.clone());
-        tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &[&image]))
-            .await
-            .unwrap()
-    };
+    let run = keyring_blocking(&config, &bin, flags, &[&image_a]).await;
     assert_eq!(run.lookups[&image_a], vec![], "{}", run.stderr);
     assert_eq!(sts.calls().len(), 2, "{}", run.stderr);
     sts.tamper_session_token(false);
@@ -585,12 +569,7 @@ async fn ecr_manifest_with_moto_and_real_service_account_tokens() {
     // The same config for a pod without the annotation: no credentials to
     // use, so kubelet gets nothing (and logs the plugin's error).
     let flags = pod_flags(&cluster, "ecr-node", "puller", &node_uid);
-    let run = {
-        let image = image_a.clone();
-        tokio::task::spawn_blocking(move || keyring(&config, &bin, &flags, &[&image]))
-            .await
-            .unwrap()
-    };
+    let run = keyring_blocking(&config, &bin, flags, &[&image_a]).await;
     assert_eq!(run.lookups[&image_a], vec![], "{}", run.stderr);
 }
 
