@@ -119,6 +119,8 @@ if not r.get("allowed") or has != want:
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 hwm_mib() { awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+# Resident now, split: anonymous (heap, stacks) and file-backed (mostly the binary's code).
+rss_split() { awk '/^RssAnon|^RssFile/ {printf "%s %.1f MiB ", $1, $2 / 1024}' "/proc/$1/status"; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 declare -A server_pid
@@ -237,14 +239,18 @@ echo "ours nfs $(fixed_rate ours nfs)" | tee -a "$work/rates"
 [[ -n $PEER_BIN ]] && echo "peer nfs $(fixed_rate peer nfs)" | tee -a "$work/rates"
 load_after=$(loadavg)
 hwm_ours=$(hwm_mib "${server_pid[ours]}")
-[[ -n $PEER_BIN ]] && hwm_peer=$(hwm_mib "${server_pid[peer]}")
+split_ours=$(rss_split "${server_pid[ours]}")
+if [[ -n $PEER_BIN ]]; then
+    hwm_peer=$(hwm_mib "${server_pid[peer]}")
+    split_peer=$(rss_split "${server_pid[peer]}")
+fi
 
 echo
 echo "## summary (medians over $ROUNDS rounds; min-max in brackets)"
 python3 - "$work/runs" "$work/rates" "$load_before" "$load_after" \
-    "$idle_ours" "$hwm_ours" "${idle_peer:-}" "${hwm_peer:-}" <<'PY'
+    "$idle_ours" "$hwm_ours" "${idle_peer:-}" "${hwm_peer:-}" "$split_ours" "${split_peer:-}" <<'PY'
 import statistics, sys
-runs, rates, before, after, idle_o, hwm_o, idle_p, hwm_p = sys.argv[1:]
+runs, rates, before, after, idle_o, hwm_o, idle_p, hwm_p, split_o, split_p = sys.argv[1:]
 rows = [l.split() for l in open(runs) if l.strip()]
 def col(s, b, i):
     return [float(r[i]) for r in rows if r[0] == s and r[1] == b]
@@ -271,13 +277,14 @@ for l in open(rates):
     print(f"p99 at fixed rate, {s} {b}: {p99} ms (p50 {p50} ms, max {mx} ms, {err} errors)   (aim < 1 ms)")
 print(f"peak RSS (VmHWM) after load: ours {hwm_o} MiB (idle {idle_o} MiB)   (aim <= 12 MiB)"
       + (f"; peer {hwm_p} MiB (idle {idle_p} MiB)" if hwm_p else ""))
+print(f"resident after load: ours {split_o}" + (f"; peer {split_p}" if split_p else ""))
 errors = sum(int(r[7]) for r in rows)
 print(f"non-2xx or failed requests: {errors}")
 others = max(float(r[8]) for r in rows)
 lb = float(before.split()[0])
 contended = lb > 1.5 or others > 0.15
-print(f"load average before: {before}; after: {after} (the bench itself keeps 2 CPUs busy: "
-      f"the after value includes it); other work during the runs: up to {others:.2f} cores")
+print(f"load average before: {before}; after: {after} (the bench's own two busy "
+      f"processes may show in the after value); other work during the runs: up to {others:.2f} cores")
 print("CONTENDED: other work shared the CPUs; re-measure on a quiet machine" if contended
       else "quiet: load average before <= 1.5 and other work <= 0.15 core in every run")
 PY
