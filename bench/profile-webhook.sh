@@ -40,7 +40,7 @@ PERF=${PERF:-$(command -v perf || echo /usr/bin/perf)}
 H2LOAD=${H2LOAD:-$(command -v h2load || true)}
 if [[ -z $H2LOAD ]]; then
     say "installing h2load (Debian package nghttp2-client)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q nghttp2-client >/dev/null
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nghttp2-client; } >/dev/null
     H2LOAD=$(command -v h2load)
 fi
 if [[ -z ${INFERNO:-} ]]; then

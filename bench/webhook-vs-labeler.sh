@@ -55,7 +55,7 @@ H2LOAD=${H2LOAD:-$(command -v h2load || true)}
 if [[ -z $H2LOAD ]]; then
     if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
         say "installing h2load (Debian package nghttp2-client)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q nghttp2-client >/dev/null
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nghttp2-client; } >/dev/null
         H2LOAD=$(command -v h2load)
     else
         say "h2load is needed: apt-get install nghttp2-client (as root)"
