@@ -89,6 +89,35 @@ for _ in $(seq 200); do
     sleep 0.05
 done
 
+# Syscalls and CPU per review: a fixed number of reviews under `perf stat`.
+per_review() { # LABEL BODY
+    local stat
+    "$PERF" stat -x, -o "$work/stat.csv" -p "$server" -e task-clock,context-switches \
+        -e syscalls:sys_enter_writev,syscalls:sys_enter_recvfrom,syscalls:sys_enter_epoll_wait &
+    stat=$!
+    sleep 0.5
+    taskset -c "$LOAD_CPU" "$H2LOAD" -c 4 -m 16 -n "$STAT_REVIEWS" -d "$2" \
+        -H 'content-type: application/json' "$url" >"$work/h2load-stat.txt"
+    kill -INT "$stat"
+    wait "$stat" || true
+    python3 - "$work/stat.csv" "$STAT_REVIEWS" "$1" <<'PY'
+import sys
+n = int(sys.argv[2])
+per = {}
+for line in open(sys.argv[1]):
+    f = line.strip().split(",")
+    if len(f) > 2 and f[0] and not line.startswith("#"):
+        try:
+            per[f[2]] = float(f[0])
+        except ValueError:
+            pass
+cpu = per.get("task-clock", 0) * 1000 / n  # msec -> us
+calls = ", ".join(f"{k.split('sys_enter_')[-1]} {v / n:.3f}" for k, v in per.items() if "sys_enter" in k)
+print(f"{sys.argv[3]}: per review over {n} reviews: {cpu:.1f} us of server CPU (profiling build), "
+      f"context switches {per.get('context-switches', 0) / n:.3f}, syscalls: {calls}")
+PY
+}
+
 mkdir -p "$OUT" "$FOLDED"
 echo "# $("$BIN" --version) (profiling build), $("$PERF" --version), $("$H2LOAD" --version | head -1)"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -113,30 +142,17 @@ for load in labeled unchanged; do
     echo "## $load: $(wc -l <"$FOLDED/webhook-$load.folded") distinct stacks," \
         "$(du -k "$OUT/webhook-$load.svg" | cut -f1) KiB of SVG"
     python3 bench/profile-categories.py "$FOLDED/webhook-$load.folded"
-    # Syscalls and CPU per review: a fixed number of reviews under `perf stat`.
-    "$PERF" stat -x, -o "$work/stat-$load.csv" -p "$server" -e task-clock,context-switches \
-        -e syscalls:sys_enter_writev,syscalls:sys_enter_recvfrom,syscalls:sys_enter_epoll_wait &
-    stat=$!
-    sleep 0.5
-    taskset -c "$LOAD_CPU" "$H2LOAD" -c 4 -m 16 -n "$STAT_REVIEWS" -d "$body" \
-        -H 'content-type: application/json' "$url" >"$work/h2load-stat-$load.txt"
-    kill -INT "$stat"
-    wait "$stat" || true
-    python3 - "$work/stat-$load.csv" "$STAT_REVIEWS" <<'PY'
-import sys
-n = int(sys.argv[2])
-per = {}
-for line in open(sys.argv[1]):
-    f = line.strip().split(",")
-    if len(f) > 2 and f[0] and not line.startswith("#"):
-        try:
-            per[f[2]] = float(f[0])
-        except ValueError:
-            pass
-cpu = per.get("task-clock", 0) * 1000 / n  # msec -> us
-calls = ", ".join(f"{k.split('sys_enter_')[-1]} {v / n:.3f}" for k, v in per.items() if "sys_enter" in k)
-print(f"per review over {n} reviews: {cpu:.1f} us of server CPU (profiling build), "
-      f"context switches {per.get('context-switches', 0) / n:.3f}, syscalls: {calls}")
-PY
+    per_review "$load" "$body"
+done
+# h2 0.4 copies a DATA frame into its write buffer only up to 256 bytes (with vectored
+# writes); a larger answer is flushed on its own. The NFS review again with a uid 101
+# bytes longer (answer 184 -> 285 bytes): same path, only the answer's size differs.
+python3 -c 'import json, sys
+r = json.load(open(sys.argv[1])); r["request"]["uid"] += "-" + "x" * 100
+json.dump(r, open(sys.argv[2], "w"))' "$DATA/nfs.json" "$work/nfs-long-uid.json"
+for body in "$DATA/nfs.json" "$work/nfs-long-uid.json"; do
+    size=$(curl -fsS --cacert "$work/certs/ca.crt" -H 'Content-Type: application/json' \
+        --data-binary "@$body" "$url" | wc -c)
+    per_review "unchanged, $(basename "$body" .json), answer $size B" "$body"
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
