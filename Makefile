@@ -68,6 +68,12 @@ bench: release
 	@bash bench/ecr.sh
 	@bash bench/acr.sh
 	@bash bench/webhook.sh
+	@bash bench/webhook-vs-labeler.sh
+
+# Flame graphs of the webhook under load (perf, root): docs/benchmarks.md, "Issue 18".
+.PHONY: profile-webhook
+profile-webhook:
+	@bash bench/profile-webhook.sh
 
 # Fuzzing (fuzz/, docs/testing.md "Fuzzing"): cargo-fuzz on the nightly
 # toolchain. `make fuzz` runs every target 60 s with AddressSanitizer;
