@@ -82,8 +82,8 @@ impl Reviewer {
 
     /// Answers one AdmissionReview given as JSON bytes: read once, resolve (the only step
     /// that may wait), decide (pure), encode. The one entry point, for the `review`
-    /// subcommand and the server alike; the request's uid, kind, name and operation are
-    /// recorded on the current span (the server's `admission` span).
+    /// subcommand and the server alike; the request's uid, kind, name (as `object_name`)
+    /// and operation are recorded on the current span (the server's `admission` span).
     pub async fn review(&self, body: &[u8]) -> Result<Answer, ReviewError> {
         self.answer(body, Check::Mutate).await
     }
@@ -101,7 +101,7 @@ impl Reviewer {
         let span = tracing::Span::current();
         span.record("uid", request.uid.as_str());
         span.record("kind", request.kind.kind.as_str());
-        span.record("name", request.name.as_str());
+        span.record("object_name", request.name.as_str());
         span.record("operation", tracing::field::debug(&request.operation));
         let subject = match check {
             Check::Mutate => subject(&request),

@@ -139,7 +139,8 @@ async fn admission(State(state): State<MutateState>, request: Request, check: Ch
         uid = Empty,
         check = check.as_str(),
         kind = Empty,
-        name = Empty,
+        // Not `name`: JSON logs give the span's own name ("admission") under that key.
+        object_name = Empty,
         operation = Empty,
         outcome = Empty
     );

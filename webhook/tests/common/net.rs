@@ -291,6 +291,9 @@ pub async fn spawn_serve(global: &[&str], files: &TlsFiles, args: &[&str]) -> Se
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
         .args(args)
+        // serve writes nothing there; a child leaked by a failed test must not hold the
+        // test harness's output open.
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
