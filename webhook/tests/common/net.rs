@@ -83,10 +83,33 @@ impl TestCa {
     }
 
     fn issue(&self, names: &[&str], usage: ExtendedKeyUsagePurpose) -> Issued {
+        self.issue_with(names, usage, KeyPair::generate().unwrap(), None)
+    }
+
+    /// A serving certificate for `localhost` and 127.0.0.1 with `key` (its PEM is the
+    /// key's PKCS#8) and, if given, this notAfter.
+    pub fn server_with(&self, key: KeyPair, not_after: Option<time::OffsetDateTime>) -> Issued {
+        self.issue_with(
+            &["localhost", "127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            key,
+            not_after,
+        )
+    }
+
+    fn issue_with(
+        &self,
+        names: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+        key: KeyPair,
+        not_after: Option<time::OffsetDateTime>,
+    ) -> Issued {
         let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
         params.distinguished_name.push(DnType::CommonName, names[0]);
         params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
+        if let Some(not_after) = not_after {
+            params.not_after = not_after;
+        }
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Issued {
             chain_pem: cert.pem(),
@@ -279,6 +302,11 @@ pub struct ServeProcess {
 /// (stderr piped), and waits until `/readyz` answers 200; fails with the child's
 /// output if it exits or is not ready within 20 s.
 pub async fn spawn_serve(global: &[&str], files: &TlsFiles, args: &[&str]) -> ServeProcess {
+    spawn_serve_env(global, files, args, &[]).await
+}
+
+/// [`spawn_serve`] with these environment variables set too.
+pub async fn spawn_serve_env(global: &[&str], files: &TlsFiles, args: &[&str], env: &[(&str, &str)]) -> ServeProcess {
     use std::process::{Command, Stdio};
     let (port, metrics_port) = (free_port(), free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_pv-topology-webhook"))
@@ -291,6 +319,7 @@ pub async fn spawn_serve(global: &[&str], files: &TlsFiles, args: &[&str]) -> Se
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
         .args(args)
+        .envs(env.iter().copied())
         // serve writes nothing there; a child leaked by a failed test must not hold the
         // test harness's output open.
         .stdout(Stdio::null())
