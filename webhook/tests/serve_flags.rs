@@ -2,9 +2,9 @@
 //! (`BEGIN RSA PRIVATE KEY`) and SEC1 (`BEGIN EC PRIVATE KEY`) serving keys, the
 //! certificate-expiry gauge following a reload, `--header-read-timeout` dropping a client
 //! that connects and sends nothing (not before, not long after), and the lookup cache's
-//! `--lookup-cache-ttl` and `--lookup-cache-size` against the fake of Google's APIs
-//! (tests/fakes/gcp_server.py, loopback only). `--lookup-timeout` is tested through the
-//! binary in tests/gce.rs (`lookups_end_at_the_deadline`).
+//! `--lookup-cache-ttl`, `--lookup-cache-size` and `--lookup-timeout` against the fake
+//! of Google's APIs (tests/fakes/gcp_server.py, loopback only; `review` meets the same
+//! timeout in tests/gce.rs).
 
 mod common;
 
@@ -229,4 +229,32 @@ async fn the_lookup_cache_keeps_answers_for_its_ttl_and_size() {
     assert_eq!(fake.requests(&get_zonal), 1, "the last disk is kept");
     assert_eq!(outcome(&server, &ca, &pd_b).await, "labeled");
     assert_eq!(fake.requests(&get_b), 4, "the evicted disk was not looked up again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_ends_a_slow_lookup_at_the_lookup_timeout() {
+    // tests/data/gcp/scenario.json's pd-slow (us-central1-b) answers after 3 s.
+    let fake = GcpFake::with(|_| {});
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = TestCa::new("ca");
+    let files = write_pair(dir.path(), &ca.server());
+    let server = serve_gce(&fake, &files, &["--lookup-timeout", "500ms"]).await;
+    let started = Instant::now();
+    let (status, answer, _) = post_once(
+        server.0.addr,
+        default_client(&ca.pem),
+        &gce_pd("pd-slow", "us-central1-b"),
+    )
+    .await
+    .expect("a review");
+    let elapsed = started.elapsed();
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_slice(&answer).expect("JSON");
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let message = answer["response"]["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("timed out after 500ms"), "{answer}");
+    assert!(
+        elapsed >= Duration::from_millis(450) && elapsed < Duration::from_millis(2500),
+        "{elapsed:?}"
+    );
 }
