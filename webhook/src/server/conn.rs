@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::Limits;
+use super::copying_writes::CopyingWrites;
 use super::slots::Slot;
 use crate::metrics::Metrics;
 /// The read buffer of an HTTP/1 connection, so also the largest request head (431
@@ -80,7 +81,7 @@ impl Listener {
                 let handshake = tokio::time::timeout_at(first_request_by, acceptor.accept(tcp));
                 let tls = tokio::select! {
                     done = handshake => match done {
-                        Ok(Ok(tls)) => tls,
+                        Ok(Ok(tls)) => CopyingWrites(tls),
                         Ok(Err(error)) => {
                             metrics.handshake_error();
                             tracing::debug!(%peer, "TLS handshake failed: {error}");
@@ -102,7 +103,7 @@ impl Listener {
                 // The protocol is the one ALPN chose, so that HTTP/1's head timeout runs
                 // from the first moment (sniffing for the HTTP/2 preface would wait
                 // without one); no ALPN is HTTP/1.1.
-                let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                let http2 = tls.get_ref().get_ref().1.alpn_protocol() == Some(b"h2");
                 self.serve_http(TokioIo::new(tls), http2, slot, first_request_by).await
             }
         };

@@ -12,6 +12,7 @@
 
 mod body;
 mod conn;
+mod copying_writes;
 mod listen;
 pub mod routes;
 mod slots;
