@@ -43,12 +43,14 @@ lint: deny-tools
 
 # strace: node-ip-helper's crash test (tests/crash_write.rs) slows the syscalls of its writes
 # with it, so that kills land between every two of them. systemd-analyze (Debian's systemd):
-# node-ip-helper's tests/units.rs verifies the shipped units with it.
+# node-ip-helper's tests/units.rs verifies the shipped units with it. openssl: the webhook's
+# tests/serve_flags.rs makes PKCS#1 and SEC1 keys with it.
 .PHONY: system-tools
 tools: system-tools
 system-tools:
 	@command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace; }
 	@command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd; }
+	@command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
 
 # The dependency policy (deny.toml; docs/testing.md, "Dependency policy"):
 # licences, banned and duplicate crates, crates.io only. `make lint` installs
