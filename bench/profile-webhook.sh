@@ -65,17 +65,9 @@ if [[ -z ${BIN:-} ]]; then
     BIN=target/profiling/pv-topology-webhook
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$BIN" certs --service bench --namespace bench --out-dir "$work/certs" \
-    --extra-san 127.0.0.1 --validity 1h >/dev/null 2>&1
+# shellcheck source=bench/webhook-common.sh
+source bench/webhook-common.sh
+webhook_certs "$BIN"
 taskset -c "$SERVER_CPU" "$BIN" serve --tls-cert-file "$work/certs/tls.crt" \
     --tls-key-file "$work/certs/tls.key" --listen "127.0.0.1:$PORT" \
     --metrics-listen "127.0.0.1:$((PORT + 1))" --shutdown-delay 0s \

@@ -81,17 +81,9 @@ fi
     exit 1
 }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$BIN" certs --service bench --namespace bench --out-dir "$work/certs" \
-    --extra-san 127.0.0.1 --validity 1h >/dev/null 2>&1
+# shellcheck source=bench/webhook-common.sh
+source bench/webhook-common.sh
+webhook_certs "$BIN"
 
 answer() { # URL BODY -> the response body
     curl -fsS --cacert "$work/certs/ca.crt" -H 'Content-Type: application/json' \

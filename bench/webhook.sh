@@ -41,17 +41,9 @@ if [[ -z $OHA ]]; then
 fi
 command -v python3 >/dev/null || { echo "bench: python3 is needed" >&2; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$BIN" certs --service bench --namespace bench --out-dir "$work/certs" \
-    --extra-san 127.0.0.1 --validity 1h >/dev/null 2>&1
+# shellcheck source=bench/webhook-common.sh
+source bench/webhook-common.sh
+webhook_certs "$BIN"
 
 wait_https() { # URL BODY
     for _ in $(seq 200); do
