@@ -22,6 +22,7 @@ pub mod cinder;
 pub mod cli;
 pub mod decision;
 pub mod ebs;
+mod encode;
 pub mod gce;
 pub mod lookup;
 pub mod metrics;

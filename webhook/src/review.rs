@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
-use base64::Engine as _;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::core::v1::{
     AWSElasticBlockStoreVolumeSource, AzureDiskVolumeSource, CSIPersistentVolumeSource, CinderPersistentVolumeSource,
@@ -18,15 +17,15 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::{GroupVersionKind, GroupVersionResource, TypeMeta};
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
 use thiserror::Error;
 
 use crate::decision::{MAX_AFFINITY_ITEMS, PROVISIONED_BY_ANNOTATION, decide, skipped, subject};
+pub use crate::encode::encode_response;
 pub use crate::model::ReviewObject;
 use crate::model::{Decision, DecisionConfig, LookupResult, Outcome, Subject};
 use crate::resolve::Resolver;
@@ -558,36 +557,4 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
         dry_run: fields.dry_run,
         options: fields.options,
     })
-}
-
-/// Encodes the AdmissionReview that answers with `response`, with `patch` in base64 (the
-/// encoding of Go `[]byte`; kube-core would write an array of numbers, kube-rs#1781) and
-/// every object's keys sorted, so that the same answer gives the same bytes.
-pub fn encode_response(mut response: AdmissionResponse) -> Result<Vec<u8>, ReviewError> {
-    // Taken out before the conversion to a Value, which would hold one Value per byte.
-    let patch = response.patch.take();
-    let mut value = serde_json::to_value(response.into_review()).map_err(ReviewError::Encode)?;
-    if let (Some(patch), Some(Value::Object(map))) = (patch, value.get_mut("response")) {
-        map.insert(
-            "patch".to_owned(),
-            Value::String(base64::engine::general_purpose::STANDARD.encode(patch)),
-        );
-    }
-    let mut out = serde_json::to_vec(&sorted(value)).map_err(ReviewError::Encode)?;
-    out.push(b'\n');
-    Ok(out)
-}
-
-/// Rebuilds objects with sorted keys (a no-op unless serde_json keeps insertion order,
-/// in which case the audit annotations' HashMap order would leak into the output).
-fn sorted(value: Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
-        other => other,
-    }
 }
