@@ -33,7 +33,6 @@ $(VENV)/.moto-$(MOTO_VERSION):
 test: tools
 	$(CARGO) test --workspace --exclude cluster-harness --locked --all-targets
 	$(CARGO) test --workspace --exclude cluster-harness --locked --doc
-	$(CARGO) test --workspace --exclude cluster-harness --locked --tests -- --ignored
 	bash tests/cluster/run.sh
 
 lint: deny-tools

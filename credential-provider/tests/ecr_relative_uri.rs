@@ -6,8 +6,8 @@
 //! answers there, and a fake ECR endpoint on the namespace's 127.0.0.1
 //! records the call; the test then verifies that call's SigV4 signature and
 //! session token with the ECR fake's own verifier (common/aws_fake.rs).
-//! Needs root and iproute2, hence `#[ignore]`: run with `-- --ignored` as
-//! root (as `make test` does for node-ip-helper's namespace tests).
+//! Needs root and iproute2, as node-ip-helper's namespace tests (`make test`
+//! runs as root); without them it fails, saying so.
 
 mod common;
 
@@ -86,7 +86,6 @@ impl Drop for Netns {
 }
 
 #[test]
-#[ignore = "needs root and ip netns: run with -- --ignored"]
 fn relative_uri_credentials_from_169_254_170_2_sign_the_ecr_call() {
     let ns = Netns::new();
     let mut fakes = Command::new("ip")

@@ -159,7 +159,6 @@ fn nic0(tree: &mut Value) -> &mut Value {
 /// the secondary configurations, or the load balancer's other entries and
 /// rules.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn first_nic_first_configurations_and_the_load_balancers_public_ips() {
     let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
@@ -187,7 +186,6 @@ fn first_nic_first_configurations_and_the_load_balancers_public_ips() {
 /// always NIC 0's first configuration of the family, never a load
 /// balancer's public IP (not on the host, and an InternalIP is listed).
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn the_node_ip_for_each_family() {
     let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
@@ -219,7 +217,6 @@ fn the_node_ip_for_each_family() {
 /// other, however many configurations and NICs the host has. A secondary
 /// configuration or NIC 1 would leave the node tainted.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn no_secondary_configuration_or_other_nic_as_a_fallback() {
     let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
@@ -243,7 +240,6 @@ fn no_secondary_configuration_or_other_nic_as_a_fallback() {
 /// then sets the whole list; `check` shows the generic CCM rule's
 /// `GetNodeAddressesFromNodeIP` list, so only what both keep is asserted.)
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn check_against_the_metadata() {
     let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
@@ -278,7 +274,6 @@ fn check_against_the_metadata() {
 /// and the IPv6 configuration gets none, though the load balancer has one
 /// for it.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn an_instance_public_ip_means_the_load_balancer_is_not_read() {
     let ns = azure_host();
     let server = ns.fake_metadata(PUBLIC_IP);
@@ -317,7 +312,6 @@ fn an_instance_public_ip_means_the_load_balancer_is_not_read() {
 /// `loadbalancer`, no matching entry), the instance's own addresses stand,
 /// without ExternalIP; never an error.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn no_usable_load_balancer_metadata_means_no_external_ip() {
     let ns = azure_host();
     let dir = tempfile::tempdir().unwrap();
@@ -372,7 +366,6 @@ fn no_usable_load_balancer_metadata_means_no_external_ip() {
 /// lists none). A first NIC without any private IP is an error, as in the
 /// CCM ("get empty IP addresses"), and so is an instance without NICs.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn ipv6_only_and_empty_first_nics() {
     let ns = azure_host();
     let dir = tempfile::tempdir().unwrap();
@@ -416,7 +409,6 @@ fn ipv6_only_and_empty_first_nics() {
 /// for a scale set's VM (uniform or flexible); lowercased, and refused
 /// unless a valid node name.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_name_from_the_instance_name() {
     let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);

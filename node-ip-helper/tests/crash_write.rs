@@ -13,9 +13,9 @@
 //! A third test reads the order of those syscalls from strace: the temporary
 //! file is fsynced before the rename and the directory after it.
 //!
-//! Needs root and iproute2 (network namespaces, as netns.rs), so ignored
-//! unless run with `--ignored`; the strace rounds fail where strace is not
-//! installed (`make tools` installs it).
+//! Needs root and iproute2 (network namespaces, as netns.rs; without them it
+//! fails, saying so); the strace rounds fail where strace is not installed
+//! (`make tools` installs it).
 
 mod common;
 
@@ -239,7 +239,6 @@ fn require_strace() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn a_write_killed_at_a_random_moment_leaves_the_old_or_the_new_file() {
     let setup = setup();
     let tally = kill_loop(&setup, 150, None);
@@ -247,7 +246,6 @@ fn a_write_killed_at_a_random_moment_leaves_the_old_or_the_new_file() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn a_write_killed_between_any_two_of_its_syscalls_leaves_the_old_or_the_new_file() {
     require_strace();
     let setup = setup();
@@ -259,7 +257,6 @@ fn a_write_killed_between_any_two_of_its_syscalls_leaves_the_old_or_the_new_file
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn the_temporary_file_is_fsynced_before_the_rename_and_the_directory_after() {
     require_strace();
     let setup = setup();

@@ -127,7 +127,6 @@ fn key(leaf: &str) -> String {
 /// hostname, then the first IPv6 of each NIC. Nothing from `ip-aliases` or
 /// `forwarded-ips`, though a /32 alias is on the host.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn several_nics_in_the_ccms_order_first_ipv6_only_no_alias_ranges() {
     let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
@@ -154,7 +153,6 @@ fn several_nics_in_the_ccms_order_first_ipv6_only_no_alias_ranges() {
 
 /// `--node-ip` as the program hands it to kubelet, for every family policy.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn the_node_ip_for_each_family() {
     let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
@@ -187,7 +185,6 @@ fn the_node_ip_for_each_family() {
 /// and NIC 2's IPv6 come next, never NIC 0's second `ipv6s` entry (on the
 /// host and allowed, but not the CCM's), nor an alias IP.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn the_next_nic_in_order_when_the_first_is_set_aside() {
     let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
@@ -213,7 +210,6 @@ fn the_next_nic_in_order_when_the_first_is_set_aside() {
 /// An alias IP is not a node IP even when it is on the host and the only
 /// address the filters allow; and the CCM would refuse it as `--node-ip`.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn alias_ranges_are_never_node_ips() {
     let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
@@ -248,7 +244,6 @@ fn alias_ranges_are_never_node_ips() {
 /// `--node-name-from instance-name`: GCE's `instance/name`, the name the
 /// GCE CCM looks the instance up by; refused unless a valid node name.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_name_from_the_instance_name() {
     let ns = gce_host();
     let server = ns.fake_metadata(SCENARIO);
@@ -294,7 +289,6 @@ fn node_name_from_the_instance_name() {
 /// tests/azure.rs); the sources
 /// without such a name say so, naming the flag and the source.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn instance_names_of_the_other_sources() {
     let ns = Netns::new();
     ns.nic("eth0");

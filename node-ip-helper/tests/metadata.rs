@@ -16,7 +16,6 @@ use metadata_common::{cloud, detect, endpoint, ips};
 use serde_json::Value;
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn aws_takes_the_primary_eni_address_in_the_ccms_order() {
     let ns = Netns::new();
     ns.nic("ens5");
@@ -58,7 +57,6 @@ fn aws_takes_the_primary_eni_address_in_the_ccms_order() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn aws_addresses_must_be_local_unless_told_otherwise() {
     let ns = Netns::new();
     ns.nic("ens5");
@@ -83,7 +81,6 @@ fn aws_addresses_must_be_local_unless_told_otherwise() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn aws_ipv6_only_instance() {
     let ns = Netns::new();
     ns.nic("ens5");
@@ -96,7 +93,6 @@ fn aws_ipv6_only_instance() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn aws_failures_are_clear() {
     let ns = Netns::new();
     ns.nic("ens5");
@@ -125,7 +121,6 @@ fn aws_failures_are_clear() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn aws_against_moto() {
     let ns = Netns::new();
     let moto = ns.moto();
@@ -146,7 +141,6 @@ fn aws_against_moto() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn gce_azure_openstack_digitalocean_hetzner() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -237,7 +231,6 @@ fn gce_azure_openstack_digitalocean_hetzner() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn auto_finds_the_cloud_or_falls_back_to_local() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -260,7 +253,6 @@ fn auto_finds_the_cloud_or_falls_back_to_local() {
 /// cloud that answers; a local source, or `auto` with none answering, has no
 /// cloud's list to apply them to, and is refused (docs/decisions.md).
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn check_applies_the_answering_clouds_rules_and_refuses_local() {
     let ns = Netns::new();
     let gce = ns.fake_metadata("gce.json");
@@ -298,7 +290,6 @@ fn check_applies_the_answering_clouds_rules_and_refuses_local() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn openstack_config_drive() {
     let ns = Netns::new();
     ns.nic("eth0");

@@ -89,7 +89,6 @@ fn the_azure_fake_wants_the_metadata_header_and_a_known_api_version() {
 /// Nor does `auto`: a failing service means a cloud whose addresses are
 /// unknown for now, so the host's own addresses must not stand in for them.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn a_failing_azure_metadata_service_is_an_error_naming_it() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -165,7 +164,6 @@ fn a_failing_azure_metadata_service_is_an_error_naming_it() {
 /// IMDS at its IPv6 address, [fd00:ec2::254]:80, which only the namespace's
 /// eth0p holds here.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn aws_ipv6_only_asks_the_ipv6_imds_endpoint() {
     let ns = Netns::new();
     ns.nic("eth0");

@@ -6,7 +6,6 @@ mod common;
 use common::Netns;
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn two_default_routes_lowest_metric_wins() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -23,7 +22,6 @@ fn two_default_routes_lowest_metric_wins() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn vpn_and_container_interfaces_are_excluded_by_default() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -50,7 +48,6 @@ fn vpn_and_container_interfaces_are_excluded_by_default() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn primary_address_before_secondary_and_cidr_filters() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -69,7 +66,6 @@ fn primary_address_before_secondary_and_cidr_filters() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn interface_filter_and_no_default_route() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -89,7 +85,6 @@ fn interface_filter_and_no_default_route() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn ipv6_only_host_and_dual_stack_both_ways() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -119,7 +114,6 @@ fn ipv6_only_host_and_dual_stack_both_ways() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn unusable_ipv6_states_and_down_interfaces_are_set_aside() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -142,7 +136,6 @@ fn unusable_ipv6_states_and_down_interfaces_are_set_aside() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn nothing_qualifying_lists_every_candidate_seen() {
     let ns = Netns::new();
     let out = ns.helper(&["detect"]);
@@ -161,7 +154,6 @@ fn nothing_qualifying_lists_every_candidate_seen() {
 }
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn write_is_atomic_changes_only_on_change_and_sticks() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -228,7 +220,6 @@ fn write_is_atomic_changes_only_on_change_and_sticks() {
 /// dangling link, and it fails before writing anything. A link to a regular
 /// file is followed: the file is replaced, the link kept.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn write_refuses_what_is_not_a_regular_file_without_blocking() {
     use std::os::unix::fs::{FileTypeExt, symlink};
     let ns = Netns::new();
@@ -309,7 +300,6 @@ fn settled_ipv6(ns: &Netns, dev: &str, done: impl Fn(&[String]) -> bool) -> Vec<
 /// temporary (privacy extension) address is passed over for the stable one
 /// on the same interface, though the kernel lists it first.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn failed_dad_and_temporary_ipv6_addresses_are_not_chosen() {
     let ns = Netns::new();
     ns.nic("eth0"); // its peer, eth0p, is on the same link
@@ -365,7 +355,6 @@ fn failed_dad_and_temporary_ipv6_addresses_are_not_chosen() {
 /// Each list flag's environment variable (as in /etc/default/node-ip-helper)
 /// is split at commas, like the flag given once per value.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn list_variables_in_the_environment_split_at_commas() {
     let ns = Netns::new();
     for (i, (nic, ip)) in [("eth0", "10.0.0.5"), ("eth1", "10.1.0.5"), ("ens5", "10.2.0.5")]
@@ -401,7 +390,6 @@ fn list_variables_in_the_environment_split_at_commas() {
 /// their comments say: both families, only 10.0.0.0/8 and fd00::/8, eth9
 /// left out, the kernel's host name as the node name.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn the_default_env_examples_are_read_and_applied() {
     let text = std::fs::read_to_string(common::workspace_root().join("manifests/node-ip-helper/default.env"))
         .expect("default.env");

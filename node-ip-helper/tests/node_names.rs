@@ -12,7 +12,6 @@ use metadata_common::detect;
 use serde_json::Value;
 
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_name_sources_that_the_source_lacks_are_errors() {
     let ns = Netns::new();
     ns.nic("eth0");
@@ -105,7 +104,6 @@ async fn private_dns_name_comes_from_describe_instances() {
 /// subdomain) is refused, naming the source and the value (escaped), so
 /// that `x --authorization-mode=AlwaysAllow` can never become a kubelet flag.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_names_from_every_metadata_source_are_validated() {
     let ns = Netns::new();
     let dir = tempfile::tempdir().unwrap();
@@ -169,7 +167,6 @@ fn node_names_from_every_metadata_source_are_validated() {
 /// The same for the kernel's hostname (set in a UTS namespace of its own);
 /// a valid one is lowercased as kubelet lowercases it.
 #[test]
-#[ignore = "needs root and iproute2: a network namespace (cargo test -- --ignored)"]
 fn node_names_from_the_hostname_are_validated() {
     let ns = Netns::new();
     ns.nic("eth0");

@@ -1,7 +1,6 @@
 //! Shared by the tests that run in real network namespaces. They need root
-//! and iproute2, so each is `#[ignore]`d: a plain `cargo test` reports them
-//! as ignored, and `cargo test -p node-ip-helper -- --ignored` (which
-//! `make test` runs, as root) runs them.
+//! and iproute2 (`make test` runs as root); without them they fail, saying
+//! so, rather than pass or skip unseen.
 #![allow(dead_code)]
 
 use std::process::Command;
