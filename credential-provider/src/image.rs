@@ -28,9 +28,10 @@ pub fn repository(image: &str) -> String {
     }
 }
 
-/// The docker reference grammar's test for a leading registry host.
+/// The docker reference grammar's test for a leading registry host
+/// (`splitDockerDomain`: a `.` or `:`, `localhost`, or not all lowercase).
 fn is_domain(first: &str) -> bool {
-    first.contains(['.', ':']) || first == "localhost" || first.chars().any(|c| c.is_ascii_uppercase())
+    first.contains(['.', ':']) || first == "localhost" || first.to_lowercase() != first
 }
 
 /// The repository of an image reference as a pod spec carries it, if
@@ -52,11 +53,8 @@ pub fn parse(image: &str) -> Result<String, String> {
     if image.len() == 64 && image.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return Err("a 64-character hexadecimal string is an image ID, not a repository name".into());
     }
-    // splitDockerDomain: the first component is a registry if it looks like one.
     let (domain, remainder) = match image.split_once('/') {
-        Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" || first.to_lowercase() != first => {
-            (first, rest.to_owned())
-        }
+        Some((first, rest)) if is_domain(first) => (first, rest.to_owned()),
         _ => ("docker.io", image.to_owned()),
     };
     let domain = if domain == "index.docker.io" {
