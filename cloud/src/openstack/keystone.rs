@@ -316,6 +316,79 @@ mod tests {
         );
     }
 
+    /// A catalog offering each of `types`, in this order, one public RegionOne endpoint
+    /// each at `https://{type}/v3/p`, and a RegionTwo one of every type.
+    fn catalog_of(types: &[&str]) -> Value {
+        let services: Vec<Value> = types
+            .iter()
+            .map(|kind| {
+                json!({"type": kind, "endpoints": [
+                    endpoint("RegionTwo", "public", &format!("https://{kind}.two/v3/p")),
+                    endpoint("RegionOne", "public", &format!("https://{kind}/v3/p")),
+                ]})
+            })
+            .collect();
+        Value::Array(services)
+    }
+
+    #[test]
+    fn a_catalog_with_only_an_older_alias() {
+        for kind in ["volume", "block-store", "volumev2"] {
+            let c = catalog_of(&["identity", kind]);
+            let expected = format!("https://{kind}/v3/p");
+            assert_eq!(
+                select_endpoint(&c, "RegionOne", Interface::Public),
+                Ok(expected.as_str()),
+                "{kind}"
+            );
+            // Its other region's endpoint, not the first listed.
+            let expected = format!("https://{kind}.two/v3/p");
+            assert_eq!(
+                select_endpoint(&c, "RegionTwo", Interface::Public),
+                Ok(expected.as_str()),
+                "{kind}"
+            );
+        }
+        // A type that is not an alias is not taken.
+        let c = catalog_of(&["volumev4", "object-store"]);
+        assert!(matches!(
+            select_endpoint(&c, "RegionOne", Interface::Public),
+            Err(Selection::None { .. })
+        ));
+    }
+
+    #[test]
+    fn the_aliases_in_preference_order_whatever_the_catalog_order() {
+        // block-storage, volumev3, volumev2, volume, block-store: with the preferred
+        // ones taken away one by one, the next in that order is chosen, although the
+        // catalog lists them the other way round.
+        let order = ["block-storage", "volumev3", "volumev2", "volume", "block-store"];
+        assert_eq!(BLOCK_STORAGE_TYPES, order);
+        for first in 0..order.len() {
+            let mut offered: Vec<&str> = order[first..].to_vec();
+            offered.reverse();
+            let c = catalog_of(&offered);
+            let expected = format!("https://{}/v3/p", order[first]);
+            assert_eq!(
+                select_endpoint(&c, "RegionOne", Interface::Public),
+                Ok(expected.as_str()),
+                "offered {offered:?}"
+            );
+        }
+        // A preferred type without an endpoint in the region gives way to the next.
+        let mut c = catalog_of(&["volume"]);
+        c.as_array_mut()
+            .expect("a list")
+            .push(json!({"type": "volumev3", "endpoints": [
+                endpoint("RegionTwo", "public", "https://volumev3.two/v3/p"),
+                endpoint("RegionOne", "internal", "https://volumev3.internal/v3/p"),
+            ]}));
+        assert_eq!(
+            select_endpoint(&c, "RegionOne", Interface::Public),
+            Ok("https://volume/v3/p")
+        );
+    }
+
     #[test]
     fn nothing_or_several_say_what_the_catalog_has() {
         let c = catalog();

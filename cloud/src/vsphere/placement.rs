@@ -141,6 +141,46 @@ mod tests {
     }
 
     #[test]
+    fn the_categories_named_are_read_and_the_default_ones_ignored() {
+        let hosts = [
+            MoRef::new("HostSystem", "host-1"),
+            MoRef::new("HostSystem", "host-2"),
+            MoRef::new("HostSystem", "host-3"),
+        ];
+        let tags = tags(&[
+            // The default categories' tags, nearer than the named ones: ignored.
+            tag("HostSystem", "host-1", "k8s-zone", "default-zone"),
+            tag("HostSystem", "host-1", "k8s-region", "default-region"),
+            tag("ClusterComputeResource", "c1", "k8s-zone", "default-zone-c"),
+            tag("ClusterComputeResource", "c1", "zone-cat", "zone-a"),
+            tag("HostSystem", "host-2", "zone-cat", "zone-b"),
+            // A host with the default category only: no zone.
+            tag("HostSystem", "host-3", "k8s-zone", "default-zone-3"),
+            tag("Datacenter", "dc", "region-cat", "region-1"),
+            // Two default-category tags on one object are not an error when not asked for.
+            tag("Datacenter", "dc", "k8s-region", "r-x"),
+            tag("Datacenter", "dc", "k8s-region", "r-y"),
+        ]);
+        let labels = labels_of(&hosts, &inventory(), &tags, "zone-cat", "region-cat").expect("labels");
+        let shown: Vec<_> = labels
+            .iter()
+            .map(|l| (l.host.as_str(), l.zone.as_deref(), l.region.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("h1", Some("zone-a"), Some("region-1")),
+                ("h2", Some("zone-b"), Some("region-1")),
+                ("h3", None, Some("region-1")),
+            ]
+        );
+        // The same tags read with the default categories: the other answer, and the
+        // datacenter's two k8s-region tags an error.
+        let err = labels_of(&hosts, &inventory(), &tags, "k8s-zone", "k8s-region").expect_err("two regions");
+        assert!(err.contains("\"k8s-region\" (r-x, r-y)"), "{err}");
+    }
+
+    #[test]
     fn two_zone_tags_on_one_object_and_loops_are_errors() {
         let hosts = [MoRef::new("HostSystem", "host-1")];
         let two = tags(&[
