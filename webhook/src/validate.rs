@@ -19,10 +19,10 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PersistentVolume};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 
-use crate::decision::{finish, lookup_failed, skipped};
+use crate::decision::{PROVISIONED_BY_ANNOTATION, finish, lookup_failed, skipped};
 use crate::model::{
-    Decision, DecisionConfig, LookupResult, OnContradiction, Outcome, Resolution, Resolved, ReviewObject, Subject,
-    TopologySource, Volume,
+    Decision, DecisionConfig, LookupFailure, LookupResult, OnContradiction, Outcome, Resolution, Resolved,
+    ReviewObject, Subject, TopologySource, Volume,
 };
 use crate::source::identify_pv;
 use crate::topology::{BETA_REGION_LABEL, BETA_ZONE_LABEL, REGION_LABEL, ZONE_LABEL, zones_of_label};
@@ -150,6 +150,23 @@ fn admits_only_and_some(requirement: &NodeSelectorRequirement, allowed: &BTreeSe
     }
 }
 
+/// The provisioner named by a PV's `pv.kubernetes.io/provisioned-by` annotation: set
+/// on the PVs a provisioner creates, not on hand-made ones.
+fn provisioner(pv: &PersistentVolume) -> Option<&str> {
+    pv.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROVISIONED_BY_ANNOTATION))
+        .map(String::as_str)
+}
+
+fn lookup_result(error: &LookupFailure) -> LookupResult {
+    match error {
+        LookupFailure::TimedOut(_) => LookupResult::Timeout,
+        LookupFailure::Failed(_) => LookupResult::Error,
+    }
+}
+
 /// What a validation request is about: a PV CREATE, or an UPDATE that changes its
 /// topology labels or nodeAffinity (others are the apiserver's business, and judging
 /// them would block the PV controller's own updates of a PV created before this check).
@@ -193,7 +210,9 @@ fn same_topology_claims(old: &PersistentVolume, new: &PersistentVolume) -> bool 
 /// it: allowed when nothing contradicts the disk; otherwise refused (or, with
 /// `--on-contradiction=warn`, allowed with a warning) with a message naming the volume,
 /// what the PV says and where the disk is. Without a topology there is nothing to judge
-/// against: allowed, except that a failed lookup follows `--on-lookup-error`.
+/// against: allowed, except that a failed lookup follows `--on-lookup-error` for a
+/// hand-made PV; a provisioned one (`pv.kubernetes.io/provisioned-by`) is admitted with
+/// a warning, its provisioner's topology being authoritative.
 pub fn judge(
     request: &AdmissionRequest<ReviewObject>,
     volume: &Volume<'_>,
@@ -232,7 +251,21 @@ pub fn judge(
         }
         Resolution::LookupFailed { lookup, error } => {
             let cause = format!("cannot check the topology of {identity}: lookup {lookup} failed: {error}");
-            lookup_failed(response, cause, lookup, error, config)
+            match provisioner(volume.pv) {
+                // The provisioner placed the disk: its topology is authoritative, and a
+                // cloud-API hiccup must not refuse dynamically provisioned PVs.
+                Some(by) => finish(
+                    response,
+                    Outcome::LookupFailed,
+                    Some(TopologySource::Lookup(lookup.clone())),
+                    Some(lookup_result(error)),
+                    vec![format!(
+                        "{cause}; admitted unchecked: provisioned by {by}, whose topology is authoritative \
+                         (--on-lookup-error applies to hand-made PVs only)"
+                    )],
+                ),
+                None => lookup_failed(response, cause, lookup, error, config),
+            }
         }
         Resolution::Placeholder => skipped(request, Outcome::Placeholder, None),
         Resolution::NotConfigured { .. } => skipped(request, Outcome::NotConfigured, None),

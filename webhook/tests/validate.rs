@@ -2,8 +2,10 @@
 //! contradicts its disk is refused with a message naming the volume, what the PV says
 //! and where the disk is; agreeing and narrower claims are allowed; UPDATEs are judged
 //! only when they change the topology; `--on-contradiction=warn` admits with a warning;
-//! a failed lookup follows `--on-lookup-error`. Topology comes from the handles (GCE PD,
-//! EBS) or a lookup stand-in: no cloud is asked.
+//! a failed lookup follows `--on-lookup-error`, but for a provisioned PV, admitted with a
+//! warning. Regional (two-zone) and zone-less (Azure ZRS) disks, and topologies given by
+//! a rule, are judged the same way. Topology comes from the handles (GCE PD, EBS), the
+//! rules of tests/data/webhook/rules.yaml or a lookup stand-in: no cloud is asked.
 
 mod common;
 
@@ -278,4 +280,247 @@ async fn warn_admits_with_the_same_message_and_lookup_failures_follow_on_lookup_
             "{text}"
         );
     }
+}
+
+/// A regional GCE PD in europe-west1-b and -c, as a lookup (the stand-in) finds it.
+fn regional_lookup() -> Reviewer {
+    reviewer_with_lookup(Arc::new(FakeLookup::new(
+        "pd.csi.storage.gke.io",
+        Ok(
+            Topology::new(["europe-west1-b", "europe-west1-c"], Some("europe-west1".to_owned()))
+                .expect("a valid topology"),
+        ),
+    )))
+}
+
+fn regional_pd(labels: Option<Value>) -> Value {
+    pv(
+        csi("pd.csi.storage.gke.io", "projects/p/regions/europe-west1/disks/r1"),
+        labels,
+    )
+}
+
+#[tokio::test]
+async fn a_regional_disk_named_with_a_zone_outside_its_pair_is_refused() {
+    let reviewer = regional_lookup();
+    for (pv, says) in [
+        (
+            regional_pd(Some(json!({ZONE: "europe-west1-d"}))),
+            "label topology.kubernetes.io/zone=\"europe-west1-d\"",
+        ),
+        // Both of the pair and one more.
+        (
+            regional_pd(Some(json!({ZONE: "europe-west1-b__europe-west1-c__europe-west1-d"}))),
+            "europe-west1-b__europe-west1-c__europe-west1-d",
+        ),
+        (
+            with_affinity(
+                regional_pd(None),
+                json!([term(GKE_ZONE, "In", &["europe-west1-b", "europe-west1-d"])]),
+            ),
+            "nodeAffinity term 0: topology.gke.io/zone In [\"europe-west1-b\", \"europe-west1-d\"]",
+        ),
+        (
+            with_affinity(regional_pd(None), json!([term(ZONE, "In", &["europe-west1-d"])])),
+            "nodeAffinity term 0: topology.kubernetes.io/zone In [\"europe-west1-d\"]",
+        ),
+        // Excluding both zones of the pair leaves it nowhere.
+        (
+            with_affinity(
+                regional_pd(None),
+                json!([term(GKE_ZONE, "NotIn", &["europe-west1-b", "europe-west1-c"])]),
+            ),
+            "NotIn",
+        ),
+    ] {
+        let answer = validate(&reviewer, &create_review(pv.clone())).await;
+        assert!(!answer.allowed(), "{pv}");
+        assert_eq!(answer.outcome(), "contradicts", "{pv}");
+        let message = answer.message();
+        assert!(message.contains(says), "{says:?} not in {message}");
+        assert!(
+            message.contains("but the disk is in zones europe-west1-b, europe-west1-c"),
+            "{message}"
+        );
+        assert!(
+            message.contains("projects/p/regions/europe-west1/disks/r1") && message.contains("(found by lookup fake)"),
+            "{message}"
+        );
+    }
+    // Both zones, as /mutate writes them, and the region: fine.
+    let answer = validate(
+        &reviewer,
+        &create_review(regional_pd(Some(
+            json!({ZONE: "europe-west1-b__europe-west1-c", REGION: "europe-west1"}),
+        ))),
+    )
+    .await;
+    assert!(answer.allowed(), "{}", answer.message());
+    assert_eq!(answer.outcome(), "consistent");
+}
+
+#[tokio::test]
+async fn a_zone_less_disk_is_judged_by_its_region_alone() {
+    // An Azure zone-redundant (ZRS) disk: Disks.Get gives a region and no zone.
+    let reviewer = reviewer_with_lookup(Arc::new(FakeLookup::new(
+        "disk.csi.azure.com",
+        Ok(Topology::new(Vec::<String>::new(), Some("westeurope".to_owned())).expect("a region-only topology")),
+    )));
+    let zrs = |labels: Option<Value>| {
+        pv(
+            csi(
+                "disk.csi.azure.com",
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/disks/zrs1",
+            ),
+            labels,
+        )
+    };
+    // Any zone is fine (the disk attaches in every zone of its region); its region is.
+    for pv in [
+        zrs(Some(json!({ZONE: "westeurope-1", REGION: "westeurope"}))),
+        with_affinity(
+            zrs(None),
+            json!([term("topology.disk.csi.azure.com/zone", "In", &["westeurope-3"])]),
+        ),
+        with_affinity(zrs(None), json!([term(REGION, "In", &["westeurope"])])),
+    ] {
+        let answer = validate(&reviewer, &create_review(pv.clone())).await;
+        assert!(answer.allowed(), "{pv}: {}", answer.message());
+        assert_eq!(answer.outcome(), "consistent", "{pv}");
+    }
+    // Another region is not.
+    for (pv, says) in [
+        (
+            zrs(Some(json!({ZONE: "northeurope-1", REGION: "northeurope"}))),
+            "label topology.kubernetes.io/region=\"northeurope\"",
+        ),
+        (
+            with_affinity(zrs(None), json!([term(REGION, "In", &["northeurope"])])),
+            "nodeAffinity term 0: topology.kubernetes.io/region In [\"northeurope\"]",
+        ),
+    ] {
+        let answer = validate(&reviewer, &create_review(pv.clone())).await;
+        assert!(!answer.allowed(), "{pv}");
+        assert_eq!(answer.outcome(), "contradicts", "{pv}");
+        let message = answer.message();
+        assert!(message.contains(says), "{says:?} not in {message}");
+        assert!(message.contains("but the disk is in region westeurope"), "{message}");
+        assert!(
+            !message.contains("zone northeurope-1"),
+            "zones are not judged: {message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_topology_from_a_rule_is_validated_the_same_way() {
+    // tests/data/webhook/rules.yaml: csi.example.com handles are REGION/ZONE/…, with the
+    // driver's zone key topology.csi.example.com/zone; cinder is all in nova, RegionOne.
+    let reviewer = reviewer(fixture_rules());
+    let example = |labels: Option<Value>| pv(csi("csi.example.com", "region1/zone-a/vol-7"), labels);
+    let cinder = |labels: Option<Value>| pv(json!({"cinder": {"volumeID": "v1"}}), labels);
+    for (pv, says, disk) in [
+        (
+            example(Some(json!({ZONE: "zone-b"}))),
+            "label topology.kubernetes.io/zone=\"zone-b\"",
+            "zone zone-a",
+        ),
+        (
+            with_affinity(
+                example(None),
+                json!([term("topology.csi.example.com/zone", "In", &["zone-b"])]),
+            ),
+            "nodeAffinity term 0: topology.csi.example.com/zone In [\"zone-b\"]",
+            "zone zone-a",
+        ),
+        (
+            cinder(Some(json!({ZONE: "nova", REGION: "RegionTwo"}))),
+            "label topology.kubernetes.io/region=\"RegionTwo\"",
+            "region RegionOne",
+        ),
+    ] {
+        let answer = validate(&reviewer, &create_review(pv.clone())).await;
+        assert!(!answer.allowed(), "{pv}");
+        assert_eq!(answer.outcome(), "contradicts", "{pv}");
+        let message = answer.message();
+        assert!(message.contains(says), "{says:?} not in {message}");
+        assert!(
+            message.contains(&format!("but the disk is in {disk}")),
+            "{disk:?} not in {message}"
+        );
+        assert!(
+            message.contains("(found by rule ") && message.contains("rules.yaml#rules["),
+            "{message}"
+        );
+    }
+    for pv in [
+        example(Some(json!({ZONE: "zone-a", REGION: "region1"}))),
+        with_affinity(
+            example(None),
+            json!([term("topology.csi.example.com/zone", "In", &["zone-a"])]),
+        ),
+        cinder(Some(json!({ZONE: "nova", REGION: "RegionOne"}))),
+    ] {
+        let answer = validate(&reviewer, &create_review(pv.clone())).await;
+        assert!(answer.allowed(), "{pv}: {}", answer.message());
+        assert_eq!(answer.outcome(), "consistent", "{pv}");
+    }
+}
+
+#[tokio::test]
+async fn a_provisioned_pv_whose_lookup_fails_is_admitted_with_a_warning_whatever_on_lookup_error_says() {
+    // The CSI driver that provisioned a PV placed its disk: a cloud-API hiccup must not
+    // make /validate break dynamic provisioning. A hand-made PV still follows
+    // --on-lookup-error.
+    let failing = Arc::new(FakeLookup::new(
+        "ebs.csi.aws.com",
+        Err(LookupError::Failed("EC2 said no".to_owned())),
+    ));
+    let reviewer = with_lookup(failing, OnLookupError::Deny);
+    let hand_made = pv(
+        csi("ebs.csi.aws.com", "vol-0123456789abcdef0"),
+        Some(json!({ZONE: "us-east-1a"})),
+    );
+    let mut provisioned = hand_made.clone();
+    provisioned["metadata"]["annotations"] = json!({"pv.kubernetes.io/provisioned-by": "ebs.csi.aws.com"});
+
+    let answer = validate(&reviewer, &create_review(provisioned.clone())).await;
+    assert!(answer.allowed(), "{}", answer.message());
+    assert_eq!(answer.outcome(), "lookup-failed");
+    let warnings = answer.warnings().join("\n");
+    assert!(
+        warnings.contains("cannot check the topology of CSI ebs.csi.aws.com volume \"vol-0123456789abcdef0\"")
+            && warnings.contains("EC2 said no")
+            && warnings.contains("provisioned by ebs.csi.aws.com"),
+        "{warnings}"
+    );
+    // Also when the labels the provisioner wrote are there (trusted by /mutate).
+    let mut labeled = provisioned.clone();
+    labeled["metadata"]["labels"] = json!({ZONE: "us-east-1a", REGION: "us-east-1"});
+    let answer = validate(&reviewer, &create_review(labeled)).await;
+    assert!(answer.allowed(), "{}", answer.message());
+
+    let answer = validate(&reviewer, &create_review(hand_made)).await;
+    assert!(!answer.allowed());
+    assert_eq!(answer.outcome(), "lookup-failed");
+    assert!(
+        answer.message().contains("EC2 said no") && answer.message().contains("--on-lookup-error=deny"),
+        "{}",
+        answer.message()
+    );
+
+    // A provisioned PV whose lookup succeeded and contradicts is judged as any other.
+    let found = Arc::new(FakeLookup::new(
+        "ebs.csi.aws.com",
+        Ok(Topology::new(["us-east-1b"], Some("us-east-1".to_owned())).expect("a valid topology")),
+    ));
+    let reviewer = with_lookup(found, OnLookupError::Deny);
+    let answer = validate(&reviewer, &create_review(provisioned)).await;
+    assert!(!answer.allowed());
+    assert_eq!(answer.outcome(), "contradicts");
+    assert!(
+        answer.message().contains("but the disk is in zone us-east-1b"),
+        "{}",
+        answer.message()
+    );
 }
