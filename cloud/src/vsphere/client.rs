@@ -1,11 +1,14 @@
 //! One vCenter's calls: SOAP at `/sdk` (a `vmware_soap_session` cookie from `Login`,
 //! logged in again when vSphere says the session is gone) and the tagging REST API at
 //! `/rest` (a `vmware-api-session-id` from basic authentication, renewed after a 401).
-//! Sessions are shared by concurrent lookups; the password is only ever in a request.
+//! Sessions are shared by concurrent lookups; the password is only ever in a request,
+//! and neither it nor a session (the cookie's value, the REST session ID) is ever in an
+//! error: every piece of vSphere's text is cleaned of the password and of the last
+//! sessions this client was given.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, COOKIE, HeaderValue, SET_COOKIE};
@@ -24,6 +27,9 @@ const MAX_ANSWER: usize = 32 << 20;
 /// vCenter the CSI driver supports.
 const SOAP_ACTION: &str = "urn:vim25/6.5";
 const SESSION_COOKIE: &str = "vmware_soap_session";
+/// How many of the sessions this client was given are cut from error texts: the
+/// current SOAP and REST ones and a few replaced ones, which vSphere may still echo.
+const KEPT_SESSIONS: usize = 8;
 
 /// How vCenter's certificate is checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +55,9 @@ pub struct VcenterClient {
     password: SecretString,
     soap: Mutex<Option<Arc<SoapSession>>>,
     rest: Mutex<Option<Arc<SecretString>>>,
+    /// The last [`KEPT_SESSIONS`] session secrets (SOAP cookie values, REST session
+    /// IDs), cut from every error text with the password.
+    sessions: std::sync::Mutex<VecDeque<SecretString>>,
 }
 
 impl std::fmt::Debug for VcenterClient {
@@ -91,6 +100,7 @@ impl VcenterClient {
             password,
             soap: Mutex::new(None),
             rest: Mutex::new(None),
+            sessions: std::sync::Mutex::new(VecDeque::with_capacity(KEPT_SESSIONS)),
         })
     }
 
@@ -107,8 +117,24 @@ impl VcenterClient {
         url
     }
 
+    /// `text` (vSphere's, or a transport error's) fit for an error: without the
+    /// password or any session this client was given, one line, bounded.
     fn clean(&self, text: &str) -> String {
-        crate::logging::clean_text(text, &[self.password.expose_secret()], 500)
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut secrets = Vec::with_capacity(sessions.len() + 1);
+        secrets.push(self.password.expose_secret());
+        secrets.extend(sessions.iter().map(ExposeSecret::expose_secret));
+        crate::logging::clean_text(text, &secrets, 500)
+    }
+
+    /// Keeps a session secret to cut from error texts from now on.
+    fn remember(&self, secret: &str) {
+        let secret = secret.trim().trim_matches('"');
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        if sessions.len() >= KEPT_SESSIONS {
+            sessions.pop_front();
+        }
+        sessions.push_back(SecretString::from(secret.to_owned()));
     }
 
     fn transport(&self, call: &'static str, error: &dyn std::error::Error) -> VsphereError {
@@ -165,6 +191,10 @@ impl VcenterClient {
             .filter_map(|v| v.split(';').next())
             .find(|v| v.trim_start().starts_with(&format!("{SESSION_COOKIE}=")))
             .map(|v| SecretString::from(v.trim().to_owned()));
+        if let Some(cookie) = &set_cookie {
+            let value = cookie.expose_secret();
+            self.remember(value.split_once('=').map_or(value, |(_, value)| value));
+        }
         let body = crate::http::read_body(response, MAX_ANSWER)
             .await
             .map_err(|e| self.transport(call, &e))?;
@@ -435,6 +465,7 @@ impl VcenterClient {
             });
         }
         let id = self.answer(call, status, &body, tagging::parse_session)?;
+        self.remember(&id);
         let session = Arc::new(SecretString::from(id));
         *slot = Some(session.clone());
         Ok(session)
