@@ -3,8 +3,8 @@
 #
 # The release binary serves at a steady RATE (bench/soak_client.py: WORKERS HTTP/1.1
 # keep-alive connections with a client certificate, a new connection every 25 requests,
-# answers checked against the healthy server's first answer to each fixture) for
-# SOAK_SECONDS, while:
+# each answer checked against the expected one in tests/data/webhook/soak-expected/, for
+# the EBS CSI reviews with the zone moto reports for the volume) for SOAK_SECONDS, while:
 #   - the serving certificate is replaced every CERT_EVERY seconds (a new key and
 #     certificate from the same CA, swapped in by a symlink rename as a Secret volume
 #     does; --tls-reload-interval 1s);
@@ -22,13 +22,18 @@
 # with outcome lookup-failed (--on-lookup-error=deny); outside those windows that
 # counts as a wrong answer.
 #
+# Before the soak, `pv-topology-webhook review` (the same decision flags, offline but for
+# moto) must give the expected answers, so that they cannot drift from the program
+# unseen; SOAK_WRITE_EXPECTED=1 writes them again from review's answers and stops.
+#
 # Reports: answers by class, wrong answers, p50/p99 latency, each server's resident
 # memory (VmRSS) at its start, its peak and its end (sampled every second), and the
 # certificate reload and lookup counters. The bound checked: no instance's RSS grows
 # by more than RSS_BOUND_MIB over its RSS after the first answers.
 #
 # Usage: bench/soak.sh   (env: SOAK_SECONDS=180, RATE=50, WORKERS=4, CERT_EVERY=3,
-#                         CA_EVERY=10, GRACE=4, RSS_BOUND_MIB=16, BIN, PORT=19543)
+#                         CA_EVERY=10, GRACE=4, RSS_BOUND_MIB=16, BIN, PORT=19543,
+#                         SOAK_WRITE_EXPECTED)
 # Needs: openssl, curl, python3, .cache/venv (make tools: moto_server and boto3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +50,12 @@ PORT=${PORT:-19543}
 MOTO_PORT=$((PORT + 10))
 VENV=.cache/venv
 DATA=tests/data/webhook
+EXPECTED=$DATA/soak-expected
+# The fixtures answered without a lookup, each expected as $EXPECTED/NAME.json.
+LOCAL_FIXTURES=(nfs gce-pd-csi-zonal regional-pd ebs-in-tree)
+# How serve and review decide (serve adds its listeners and TLS).
+decision=(--aws-ebs-lookup --aws-region us-east-1 --lookup-timeout 1s --lookup-cache-ttl 5s
+    --on-lookup-error deny --rules "$DATA/rules.yaml")
 
 if [[ ! -x $BIN ]]; then
     cargo build --release --locked -p pv-topology-webhook
@@ -118,12 +129,16 @@ start_moto() {
         curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null && break
         sleep 0.05
     done
+    # A volume in each zone; its zone as moto then describes it, which the answer to
+    # its review must name.
     "$VENV/bin/python" - "${ZONES[@]}" >"$work/volumes" <<'PY'
 import sys, os
 import boto3
 ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
 for zone in sys.argv[1:]:
-    print(zone, ec2.create_volume(AvailabilityZone=zone, Size=1)["VolumeId"])
+    created = ec2.create_volume(AvailabilityZone=zone, Size=1)["VolumeId"]
+    described = ec2.describe_volumes(VolumeIds=[created])["Volumes"][0]
+    print(described["AvailabilityZone"], described["VolumeId"])
 PY
 }
 ebs_reviews() { # one review of an EBS CSI volume per zone, from the fixture
@@ -141,21 +156,32 @@ PY
 start_moto
 ebs_reviews
 fixtures=()
-for name in nfs gce-pd-csi-zonal regional-pd ebs-in-tree; do
+for name in "${LOCAL_FIXTURES[@]}"; do
     fixtures+=(--fixture "$name=$DATA/$name.json")
 done
-for zone in "${ZONES[@]}"; do
+while read -r zone _; do
     fixtures+=(--fixture "ebs-csi-$zone=$work/ebs-$zone.json")
+done <"$work/volumes"
+
+# --- the expected answers, checked against review -----------------------------------------
+answers=()
+for name in "${LOCAL_FIXTURES[@]}"; do
+    "$BIN" review "${decision[@]}" <"$DATA/$name.json" >"$work/answer-$name.json"
+    answers+=(--answer "$name=$work/answer-$name.json")
 done
+while read -r zone _; do
+    "$BIN" review "${decision[@]}" <"$work/ebs-$zone.json" >"$work/answer-ebs-csi-$zone.json"
+    answers+=(--answer "ebs-csi-$zone=$work/answer-ebs-csi-$zone.json")
+done <"$work/volumes"
+python3 bench/soak_client.py --expected-dir "$EXPECTED" "${answers[@]}" ${SOAK_WRITE_EXPECTED:+--write}
+[[ -z ${SOAK_WRITE_EXPECTED:-} ]] || exit 0
 
 # --- servers --------------------------------------------------------------------------
 serve() { # PORT LOG
     "$BIN" serve --tls-cert-file "$work/serving/live/tls.crt" --tls-key-file "$work/serving/live/tls.key" \
         --client-ca-file "$work/client-ca.crt" --tls-reload-interval 1s \
         --listen "127.0.0.1:$1" --metrics-listen "127.0.0.1:$(($1 + 1))" \
-        --shutdown-delay 3s --drain-timeout 10s \
-        --aws-ebs-lookup --aws-region us-east-1 --lookup-timeout 1s --lookup-cache-ttl 5s \
-        --on-lookup-error deny --rules "$DATA/rules.yaml" 2>"$2" &
+        --shutdown-delay 3s --drain-timeout 10s "${decision[@]}" 2>"$2" &
     pids+=($!)
     for _ in $(seq 200); do
         curl -fsS -o /dev/null "http://127.0.0.1:$(($1 + 1))/readyz" 2>/dev/null && return 0
@@ -177,7 +203,7 @@ first=${pids[-1]}
 echo "$PORT" >"$work/port"
 sample_rss "$first" 1 &
 
-python3 bench/soak_client.py --port-file "$work/port" --ca "$work/serving.crt" \
+python3 bench/soak_client.py --expected-dir "$EXPECTED" --port-file "$work/port" --ca "$work/serving.crt" \
     --cert "$work/client/tls.crt" --key "$work/client/tls.key" "${fixtures[@]}" \
     --rate "$RATE" --workers "$WORKERS" --fault-file "$work/fault" \
     --ready-file "$work/expected.json" --out "$work/summary.json" &

@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """The steady client of bench/soak.sh: POSTs AdmissionReviews to the webhook at a fixed
 rate over TLS (HTTP/1.1 keep-alive, a client certificate), round-robin over fixtures,
-and checks each answer against the one the healthy server gave at the start.
+and checks each answer against the answer expected for that fixture, which does not
+come from the server under test: tests/data/webhook/soak-expected/NAME.json (allowed,
+the patch, the outcome annotation and the warnings), written by
+`pv-topology-webhook review` and kept in the repository. The EBS CSI reviews
+(fixtures named ebs-csi-ZONE, ZONE being the zone moto reports for the volume) are
+expected to be answered as soak-expected/ebs-csi.json, written for a volume in
+us-east-1a, with ZONE and its region put in.
 
 Each of WORKERS threads keeps one connection, opens a new one every RECONNECT requests
 (so that swapped serving certificates and client CAs are met by new handshakes) and
@@ -11,7 +17,7 @@ is sent again once on a new connection, as Go's and most HTTP clients do; such r
 are counted apart.
 
 Answers are classed as:
-  ok            status 200 and the expected answer (allowed, patch, outcome);
+  ok            status 200 and the expected answer;
   lookup-failed status 200, outcome lookup-failed (--on-lookup-error=deny), while a
                 lookup fault is on (FAULT_FILE exists): expected; outside one, wrong;
   wrong         any other 200;
@@ -19,6 +25,11 @@ Answers are classed as:
   failed        no answer (connection refused or reset, timeout).
 SIGHUP reads the fixture files again. Writes a JSON summary to --out when stopped
 (SIGTERM or SIGINT). Loopback only.
+
+With --answer NAME=PATH (repeated) it only checks, before the soak, that the answers
+`pv-topology-webhook review` gave offline (PATH, an AdmissionReview) are the expected
+ones, so that the fixtures cannot drift from the program silently, and exits 1 naming
+each that differs; with --write as well it writes them as the expected answers instead.
 """
 
 import argparse
@@ -35,15 +46,76 @@ import time
 stop = threading.Event()
 
 
-def answer_key(status, body):
-    """What must not change between two answers to the same review."""
-    if status != 200:
-        return None, None
+# The zone the EBS CSI expected answer was written for, and its region.
+TEMPLATE_ZONE, TEMPLATE_REGION = "us-east-1a", "us-east-1"
+
+
+def answer_of(body):
+    """What an answer must say: allowed, the patch (decoded), the outcome, the warnings."""
     response = json.loads(body)["response"]
     patch = response.get("patch")
-    patch = json.loads(base64.b64decode(patch)) if patch else None
-    outcome = response.get("auditAnnotations", {}).get("outcome")
-    return (response.get("allowed"), json.dumps(patch, sort_keys=True), outcome), outcome
+    return {
+        "allowed": response.get("allowed"),
+        "patch": json.loads(base64.b64decode(patch)) if patch else None,
+        "outcome": response.get("auditAnnotations", {}).get("outcome"),
+        "warnings": response.get("warnings", []),
+    }
+
+
+def key_of(answer):
+    return json.dumps(answer, sort_keys=True)
+
+
+def answer_key(status, body):
+    """The comparable form of an answer, and its outcome."""
+    if status != 200:
+        return None, None
+    answer = answer_of(body)
+    return key_of(answer), answer["outcome"]
+
+
+def expected_answer(directory, name):
+    """The answer expected for fixture NAME, from soak-expected/ (not from the server)."""
+    if name.startswith("ebs-csi-"):
+        zone = name[len("ebs-csi-"):]
+        # An AWS zone is its region and a letter (us-east-1a: us-east-1).
+        with open(os.path.join(directory, "ebs-csi.json")) as f:
+            text = f.read()
+        text = text.replace(json.dumps(TEMPLATE_ZONE), json.dumps(zone))
+        text = text.replace(json.dumps(TEMPLATE_REGION), json.dumps(zone[:-1]))
+        return json.loads(text)
+    with open(os.path.join(directory, name + ".json")) as f:
+        return json.load(f)
+
+
+def check_answers(args):
+    """--answer: compare review's offline answers with the expected ones (or write them)."""
+    drifted, checked = [], 0
+    for spec in args.answer:
+        name, path = spec.split("=", 1)
+        with open(path, "rb") as f:
+            got = answer_of(f.read())
+        if args.write:
+            if name.startswith("ebs-csi-") and name != "ebs-csi-" + TEMPLATE_ZONE:
+                pass  # checked below against the one written for the template zone
+            else:
+                target = "ebs-csi" if name.startswith("ebs-csi-") else name
+                with open(os.path.join(args.expected_dir, target + ".json"), "w") as f:
+                    json.dump(got, f, indent=2, sort_keys=True)
+                    f.write("\n")
+                print(f"soak client: wrote {target}.json")
+                continue
+        expected = expected_answer(args.expected_dir, name)
+        checked += 1
+        if key_of(got) != key_of(expected):
+            drifted.append(f"{name}: review answers {key_of(got)}, expected {key_of(expected)}")
+    if drifted:
+        raise SystemExit(
+            "soak client: the expected answers in " + args.expected_dir + " are not what review gives "
+            "(a change of behaviour to look at; SOAK_WRITE_EXPECTED=1 bench/soak.sh writes them again):\n  "
+            + "\n  ".join(drifted)
+        )
+    print(f"soak client: review gives the expected answer to each of the {checked} reviews checked")
 
 
 def detail(status, body):
@@ -121,7 +193,11 @@ class Worker(threading.Thread):
                 kind = "lookup-failed"
             else:
                 kind = "wrong"
-            self.record(name, kind, started, None if kind == "ok" else detail(status, answer))
+            if kind == "wrong" and outcome != "lookup-failed":
+                why = f"answered {key}, expected {self.expected[name]}"
+            else:
+                why = None if kind == "ok" else detail(status, answer)
+            self.record(name, kind, started, why)
 
     def record(self, name, kind, started, detail):
         self.latencies.append((name, time.monotonic() - started))
@@ -160,19 +236,27 @@ def percentile(values, p):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--port-file", required=True)
-    p.add_argument("--ca", required=True)
-    p.add_argument("--cert", required=True)
-    p.add_argument("--key", required=True)
-    p.add_argument("--fixture", action="append", required=True, help="NAME=PATH")
+    p.add_argument("--expected-dir", required=True, help="tests/data/webhook/soak-expected")
+    p.add_argument("--answer", action="append", help="NAME=PATH: check review's answer, then exit")
+    p.add_argument("--write", action="store_true", help="with --answer: write the expected answers")
+    p.add_argument("--port-file")
+    p.add_argument("--ca")
+    p.add_argument("--cert")
+    p.add_argument("--key")
+    p.add_argument("--fixture", action="append", help="NAME=PATH")
     p.add_argument("--rate", type=float, default=50)
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--reconnect", type=int, default=25)
     p.add_argument("--timeout", type=float, default=10)
-    p.add_argument("--fault-file", required=True)
-    p.add_argument("--ready-file", required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("--fault-file")
+    p.add_argument("--ready-file")
+    p.add_argument("--out")
     args = p.parse_args()
+    if args.answer:
+        return check_answers(args)
+    for needed in ("port_file", "ca", "cert", "key", "fixture", "fault_file", "ready_file", "out"):
+        if getattr(args, needed) is None:
+            p.error(f"--{needed.replace('_', '-')} is needed")
 
     context = ssl.create_default_context(cafile=args.ca)
     context.load_cert_chain(args.cert, args.key)
@@ -183,25 +267,26 @@ def main():
         with open(path, "rb") as f:
             fixtures.append((name, f.read()))
 
-    # The expected answers: the healthy server's, before any fault.
-    expected = {}
+    # The expected answers, from soak-expected/; the server, before any fault, must give
+    # them.
+    expected = {name: key_of(expected_answer(args.expected_dir, name)) for name, _ in fixtures}
     probe = Worker(args, context, fixtures, expected, 0, Stats())
     probe.connect()
     for name, body in fixtures:
         status, answer = probe.post(body)
-        key, outcome = answer_key(status, answer)
-        if status != 200 or outcome == "lookup-failed":
-            raise SystemExit(f"soak client: {name}: no healthy answer to expect: {status} {answer[:300]!r}")
-        if name.startswith("ebs-csi-") and name[len("ebs-csi-"):] not in key[1]:
-            raise SystemExit(f"soak client: {name}: the healthy answer lacks its zone: {key}")
-        expected[name] = key
+        key, _ = answer_key(status, answer)
+        if key != expected[name]:
+            raise SystemExit(
+                f"soak client: {name}: before any fault the server answers {detail(status, answer)} "
+                f"{key}, expected {expected[name]}"
+            )
     probe.conn.close()
     with open(args.ready_file, "w") as f:
-        json.dump({n: list(k) for n, k in expected.items()}, f)
+        json.dump({n: json.loads(k) for n, k in expected.items()}, f)
 
     def reload(*_):
         # moto keeps no state across a restart: its volumes come back with new IDs, in
-        # the same zones, so the answers expected stay the same.
+        # the same zones (soak.sh checks), so the answers expected stay the same.
         for i, (name, _) in enumerate(fixtures):
             with open(paths[name], "rb") as f:
                 fixtures[i] = (name, f.read())
@@ -236,7 +321,7 @@ def main():
         "no_lookup_p99_ms": round(percentile(local, 99) * 1000, 2),
         "no_lookup_max_ms": round(max(local, default=0) * 1000, 1),
         "samples": stats.samples,
-        "expected": {n: list(k) for n, k in expected.items()},
+        "expected": {n: json.loads(k) for n, k in expected.items()},
     }
     with open(args.out, "w") as f:
         json.dump(summary, f, indent=1)
