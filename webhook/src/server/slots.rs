@@ -5,9 +5,11 @@
 //! client opening connections as fast as it can churns its own rather than the
 //! apiserver's or the kubelet's; among those, first one that never sent a request (a TLS
 //! handshake or a request head still coming, an HTTP/2 preface and nothing else), oldest
-//! first, then the one idle longest. Only when every connection has a request open does
-//! the new one wait, and those are bounded in time by the body and drain deadlines. So
-//! connections that merely sit cannot keep the apiserver or the probes out.
+//! first, then the one idle longest; never one of another peer holding no more places
+//! than the new connection's peer, so that a client holding most places with slow
+//! requests cannot churn the others' connections out. Only when no connection may give
+//! way does the new one wait, and requests are bounded in time by the body and drain
+//! deadlines. So connections that merely sit cannot keep the apiserver or the probes out.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -90,7 +92,7 @@ impl Slots {
                 // One idle connection on its way out at a time; one that took a request
                 // meanwhile no longer counts.
                 if !table.places.values().any(|e| e.evicting && e.open == 0) {
-                    table.evict_one(self.bound);
+                    table.evict_one(self.bound, peer);
                 }
             }
             let _ = tokio::time::timeout(RECHECK, changed).await;
@@ -129,17 +131,21 @@ impl Slots {
 }
 
 impl Table {
-    /// Tells the idle connection first in the eviction order to give way: of the peer
-    /// address holding the most places, never asked anything first, then idle longest.
-    fn evict_one(&mut self, bound: usize) {
+    /// Tells the idle connection first in the eviction order to give way to one from
+    /// `newcomer`: of the peer address holding the most places, never asked anything
+    /// first, then idle longest; one of another peer only if that peer holds more places
+    /// than `newcomer` does.
+    fn evict_one(&mut self, bound: usize, newcomer: IpAddr) {
         let mut held: HashMap<IpAddr, usize> = HashMap::new();
         for entry in self.places.values() {
             *held.entry(entry.peer).or_default() += 1;
         }
+        let newcomer_holds = held.get(&newcomer).copied().unwrap_or(0);
         let victim = self
             .places
             .values_mut()
             .filter(|e| e.open == 0 && !e.evicting)
+            .filter(|e| e.peer == newcomer || held[&e.peer] > newcomer_holds)
             .min_by_key(|e| (std::cmp::Reverse(held[&e.peer]), e.requested, e.since));
         if let Some(victim) = victim {
             victim.evicting = true;
@@ -298,6 +304,34 @@ mod tests {
             .unwrap()
             .unwrap();
         drop(ra);
+    }
+
+    #[tokio::test]
+    async fn a_peer_holding_more_places_does_not_take_another_peers() {
+        // Slow bodies from B hold two of three places; A's new connection is idle (its
+        // handshake under way). B's next connection waits: it must not evict A's.
+        let slots = Slots::new(3);
+        let (b1, b2) = (slots.place(B).await, slots.place(B).await);
+        let (r1, r2) = (b1.start(), b2.start());
+        let mine = slots.place(A).await;
+        let waiting = tokio::spawn({
+            let slots = slots.clone();
+            async move { slots.place(B).await }
+        });
+        assert!(
+            !evicted_soon(&mine).await,
+            "a connection of the peer holding the most places took another peer's place"
+        );
+        assert!(!waiting.is_finished());
+        // B's own idle connection still gives way to B's new one.
+        drop(r2);
+        assert!(evicted_soon(&b2).await);
+        drop(b2);
+        let _b3 = tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("B's new connection placed once B's idle one gave way")
+            .expect("the placing task");
+        drop((r1, b1, mine));
     }
 
     #[tokio::test]
