@@ -48,7 +48,7 @@ pub async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<
 }
 
 /// `url` fit for a message: no user, password, query or fragment.
-pub(crate) fn shown_url(url: &url::Url) -> String {
+pub fn shown_url(url: &url::Url) -> String {
     let mut shown = url.clone();
     // Both setters only fail for URLs that cannot have credentials at all.
     let _ = shown.set_username("");

@@ -239,7 +239,7 @@ impl AzureDiskLookup {
                     .get_or_try_init(|| discover(deadline))
                     .await
                     .map_err(|error| match error {
-                        AzureError::Deadline { .. } => LookupError::TimedOut(self.deadline),
+                        AzureError::Deadline { url, .. } => LookupError::timed_out(self.deadline, Some(url)),
                         error => LookupError::Failed(format!("the custom cloud's endpoints: {error}")),
                     })
             }
@@ -247,9 +247,9 @@ impl AzureDiskLookup {
     }
 
     async fn refused(&self, error: AzureError, tokens: Option<&Tokens>) -> LookupError {
-        if let AzureError::Deadline { .. } = error {
+        if let AzureError::Deadline { url, .. } = error {
             // The resolver's deadline, met here first: counted as a timeout.
-            return LookupError::TimedOut(self.deadline);
+            return LookupError::timed_out(self.deadline, Some(url));
         }
         let identity = self.hints.identity;
         match &error {
@@ -323,6 +323,18 @@ pub fn topology_of(disk: &Disk) -> Result<Topology, LookupError> {
         _ => Vec::new(),
     };
     Topology::new(zones, Some(region)).map_err(|e| invalid(e.to_string()))
+}
+
+impl AzureDiskLookup {
+    /// Resource Manager, as the resolver's timeout names it (a custom cloud's once its
+    /// endpoints are read; before, none).
+    fn shown_endpoint(&self) -> Option<String> {
+        let connected = match &self.arm {
+            Arm::Ready(connected) => Some(connected),
+            Arm::Custom { connected, .. } => connected.get(),
+        };
+        connected.map(|c| cloud_access::http::shown_url(c.disks.base()))
+    }
 }
 
 crate::lookup::cloud_lookup!(AzureDiskLookup, name: NAME, answers_for: disk_uri, cache_key: cache_key);

@@ -71,12 +71,22 @@ impl CinderLookup {
         })
     }
 
+    /// Cinder's endpoint once the catalog has been read, Keystone's before, as the
+    /// resolver's timeout names it.
+    fn shown_endpoint(&self) -> Option<String> {
+        let keystone = self.volumes.tokens().source();
+        Some(match keystone.endpoint() {
+            Some(cinder) => cloud_access::http::shown_url(cinder.url()),
+            None => cloud_access::http::shown_url(keystone.tokens_url()),
+        })
+    }
+
     async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
         let deadline = Instant::now() + self.deadline;
         let id = volume_id(volume).ok_or(LookupError::NotFound)?;
         match self.volumes.volume(id, deadline).await {
             Ok(found) => topology_of(&found, &self.region, self.ignore_volume_az),
-            Err(OpenStackError::Deadline { .. }) => Err(LookupError::TimedOut(self.deadline)),
+            Err(OpenStackError::Deadline { url, .. }) => Err(LookupError::timed_out(self.deadline, Some(url))),
             Err(error) => {
                 tracing::debug!(%error, "Cinder volume lookup refused");
                 let advice = match error.status() {

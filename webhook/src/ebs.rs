@@ -115,9 +115,17 @@ impl EbsLookup {
             AwsError::Deadline {
                 last_timed_out: true, ..
             }
-            | AwsError::Transport { timeout: true, .. } => LookupError::TimedOut(self.deadline),
+            | AwsError::Transport { timeout: true, .. } => LookupError::timed_out(self.deadline, self.shown_endpoint()),
             error => LookupError::Failed(error.to_string()),
         }
+    }
+}
+
+impl EbsLookup {
+    /// EC2's endpoint in the lookup's region, as its timeouts name it.
+    fn shown_endpoint(&self) -> Option<String> {
+        let url = self.client.endpoint(cloud_access::aws::endpoints::EC2).ok()?;
+        Some(cloud_access::http::shown_url(&url))
     }
 }
 

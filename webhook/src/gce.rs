@@ -238,7 +238,7 @@ impl GceLookup {
             .await
             .cloned()
             .map_err(|e| match e {
-                GcpError::Deadline { .. } => LookupError::TimedOut(self.deadline),
+                GcpError::Deadline { url, .. } => LookupError::timed_out(self.deadline, Some(url)),
                 e => LookupError::Failed(format!(
                     "cannot list the zones of region {region}: {e} ({})",
                     self.hints.location
@@ -247,9 +247,9 @@ impl GceLookup {
     }
 
     fn refused(&self, error: GcpError) -> LookupError {
-        if let GcpError::Deadline { .. } = error {
+        if let GcpError::Deadline { url, .. } = error {
             // The resolver's deadline, met here first: counted as a timeout.
-            return LookupError::TimedOut(self.deadline);
+            return LookupError::timed_out(self.deadline, Some(url));
         }
         let reason = error.detail().and_then(|d| d.reason.as_deref());
         let advice = match (error.status(), reason) {
@@ -284,6 +284,13 @@ async fn get(
     match place {
         Place::Zone(zone) => compute.disk(project, zone, name, deadline).await,
         Place::Region(region) => compute.region_disk(project, region, name, deadline).await,
+    }
+}
+
+impl GceLookup {
+    /// Compute's API, as the resolver's timeout names it.
+    fn shown_endpoint(&self) -> Option<String> {
+        Some(cloud_access::http::shown_url(self.compute.base()))
     }
 }
 

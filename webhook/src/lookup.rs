@@ -19,6 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use thiserror::Error;
 
 pub use self::cache::{Answered, LoadingCache, TtlLruCache};
+pub use crate::model::Timeout;
 use crate::source::VolumeIdentity;
 use crate::topology::Topology;
 
@@ -35,9 +36,17 @@ pub enum LookupError {
     /// The cloud answered with values we cannot use.
     #[error("unusable answer: {0}")]
     Invalid(String),
-    /// The lookup did not finish within its deadline.
-    #[error("timed out after {0:?}")]
-    TimedOut(Duration),
+    /// The lookup did not finish within its deadline (see [`Timeout`]).
+    #[error("{0}")]
+    TimedOut(Timeout),
+}
+
+impl LookupError {
+    /// A lookup that ran out of its `after` waiting for `endpoint`, a URL as
+    /// [`cloud_access::http::shown_url`] shows it (no user, password, query or fragment).
+    pub fn timed_out(after: Duration, endpoint: Option<String>) -> Self {
+        Self::TimedOut(Timeout { after, endpoint })
+    }
 }
 
 /// The future a lookup returns; boxed so that lookups can be held as trait objects.
@@ -55,6 +64,12 @@ pub trait TopologyLookup: Send + Sync {
     /// same disk (e.g. EBS's in-tree `aws:///vol-1` and CSI `vol-1`).
     fn cache_key(&self, volume: &VolumeIdentity) -> String {
         volume.to_string()
+    }
+    /// The endpoint the lookup calls, as its timeouts name it (a URL as
+    /// [`cloud_access::http::shown_url`] shows it): the resolver's deadline names it too.
+    /// `None` when it has none to name.
+    fn endpoint(&self) -> Option<String> {
+        None
     }
 }
 
@@ -77,6 +92,10 @@ impl<L: TopologyLookup + ?Sized> TopologyLookup for $pointer<L> {
     fn cache_key(&self, volume: &VolumeIdentity) -> String {
         (**self).cache_key(volume)
     }
+
+    fn endpoint(&self) -> Option<String> {
+        (**self).endpoint()
+    }
 }
     )*};
 }
@@ -85,8 +104,9 @@ forward_lookup!(Arc, Box);
 
 /// Implements [`TopologyLookup`] for a cloud's lookup from its parts: its name, the
 /// function that finds what it looks up in a volume (`Some` for the volumes it
-/// answers for), its `async fn find(&self, &VolumeIdentity)`, and its cache-key
-/// function. Each cloud then writes only what differs.
+/// answers for), its `async fn find(&self, &VolumeIdentity)`, its cache-key
+/// function, and its `fn shown_endpoint(&self) -> Option<String>` (what its timeouts
+/// name). Each cloud then writes only what differs.
 macro_rules! cloud_lookup {
     ($lookup:ty, name: $name:expr, answers_for: $answers_for:path, cache_key: $cache_key:path) => {
         impl $crate::lookup::TopologyLookup for $lookup {
@@ -104,6 +124,10 @@ macro_rules! cloud_lookup {
 
             fn cache_key(&self, volume: &$crate::source::VolumeIdentity) -> String {
                 $cache_key(volume)
+            }
+
+            fn endpoint(&self) -> Option<String> {
+                self.shown_endpoint()
             }
         }
     };
@@ -169,5 +193,9 @@ impl<L: TopologyLookup> TopologyLookup for CachedLookup<L> {
 
     fn cache_key(&self, volume: &VolumeIdentity) -> String {
         self.inner.cache_key(volume)
+    }
+
+    fn endpoint(&self) -> Option<String> {
+        self.inner.endpoint()
     }
 }

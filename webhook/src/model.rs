@@ -173,11 +173,31 @@ pub struct Resolved {
     pub notes: Vec<String>,
 }
 
+/// A lookup that did not finish within its deadline: how long it had, and the endpoint
+/// it was waiting on (a URL or host, without credentials or query), when the lookup
+/// knows it. Every lookup's timeout, and the resolver's, is told this one way:
+/// `timed out after 500ms waiting for https://…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeout {
+    pub after: Duration,
+    pub endpoint: Option<String>,
+}
+
+impl fmt::Display for Timeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "timed out after {:?}", self.after)?;
+        match &self.endpoint {
+            Some(endpoint) => write!(f, " waiting for {endpoint}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Why a lookup gave no topology, as the decision and the metrics see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LookupFailure {
     /// The lookup did not finish within its deadline.
-    TimedOut(Duration),
+    TimedOut(Timeout),
     /// Any other failure, described.
     Failed(String),
 }
@@ -185,7 +205,7 @@ pub enum LookupFailure {
 impl fmt::Display for LookupFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LookupFailure::TimedOut(deadline) => write!(f, "timed out after {deadline:?}"),
+            LookupFailure::TimedOut(timeout) => timeout.fmt(f),
             LookupFailure::Failed(reason) => f.write_str(reason),
         }
     }

@@ -104,7 +104,7 @@ impl Resolver {
             let source = TopologySource::Lookup(lookup.name().to_owned());
             let answer = tokio::time::timeout(self.deadline, lookup.lookup(volume))
                 .await
-                .unwrap_or(Err(LookupError::TimedOut(self.deadline)));
+                .unwrap_or_else(|_| Err(LookupError::timed_out(self.deadline, lookup.endpoint())));
             return match answer {
                 Ok(topology) => found(volume, topology, source, None, Vec::new()),
                 Err(error) => Resolution::LookupFailed {
@@ -160,7 +160,7 @@ fn found(
 /// A lookup's error as the decision sees it (the same message).
 fn failure(error: LookupError) -> LookupFailure {
     match error {
-        LookupError::TimedOut(deadline) => LookupFailure::TimedOut(deadline),
+        LookupError::TimedOut(timeout) => LookupFailure::TimedOut(timeout),
         other => LookupFailure::Failed(other.to_string()),
     }
 }

@@ -87,6 +87,7 @@ pub struct VsphereLookup {
     vsphere: Vsphere,
     zone_category: String,
     region_category: String,
+    deadline: Duration,
 }
 
 impl VsphereLookup {
@@ -114,6 +115,7 @@ impl VsphereLookup {
             vsphere,
             zone_category: zone.to_owned(),
             region_category: region.to_owned(),
+            deadline,
         })
     }
 
@@ -124,8 +126,23 @@ impl VsphereLookup {
             .vsphere
             .placement(&disk, &self.zone_category, &self.region_category)
             .await
-            .map_err(|error| failed(&disk, &error))?;
+            .map_err(|error| match error {
+                // The lookup's deadline, met here first: counted as a timeout.
+                VsphereError::Transport {
+                    endpoint,
+                    timeout: true,
+                    ..
+                } => LookupError::timed_out(self.deadline, Some(endpoint)),
+                error => failed(&disk, &error),
+            })?;
         topology_of(&placement, &self.zone_category, &self.region_category)
+    }
+}
+
+impl VsphereLookup {
+    /// The vCenters, as the resolver's timeout names them.
+    fn shown_endpoint(&self) -> Option<String> {
+        Some(self.vsphere.endpoints().join(", "))
     }
 }
 

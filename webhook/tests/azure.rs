@@ -256,13 +256,12 @@ async fn lookups_end_at_the_deadline() {
         started.elapsed()
     );
     assert!(!answer.allowed());
-    assert!(
-        answer
-            .message()
-            .contains("lookup azure-disk failed: timed out after 500ms"),
-        "{}",
-        answer.message()
+    // The endpoint waited on is named (Resource Manager, the fake).
+    let waited = format!(
+        "lookup azure-disk failed: timed out after 500ms waiting for {}",
+        fake.base()
     );
+    assert!(answer.message().contains(&waited), "{}", answer.message());
 }
 
 /// The lookup as the program builds it, from `config` (tests/data/azure), every
@@ -294,7 +293,16 @@ async fn the_lookup_keeps_its_own_deadline() {
         .await
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    assert_eq!(error, LookupError::TimedOut(deadline));
+    // The disk's URL at Resource Manager, where the time ran out (no api-version query).
+    let LookupError::TimedOut(timeout) = &error else {
+        panic!("a timeout: {error}")
+    };
+    assert_eq!(timeout.after, deadline);
+    let endpoint = timeout.endpoint.as_deref().unwrap_or_default();
+    assert!(
+        endpoint.starts_with(&fake.base()) && endpoint.ends_with("/disks/pvc-slow"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

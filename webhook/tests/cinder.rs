@@ -283,13 +283,72 @@ async fn a_slow_answer_past_the_deadline_times_out() {
     let lookup = lookup_of(&config(&fake), deadline);
     let started = Instant::now();
     let error = lookup.lookup(&in_tree(SLOW)).await.unwrap_err();
-    assert_eq!(error, LookupError::TimedOut(deadline));
+    // A timeout (lookups_total{result="timeout"}) naming the endpoint it waited for.
+    let volume_url = format!("{}r1-public/v3/{PROJECT}/volumes/{SLOW}", fake.base());
+    assert_eq!(error, LookupError::timed_out(deadline, Some(volume_url.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!("timed out after 500ms waiting for {volume_url}")
+    );
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    // A slow Keystone too.
+    // A slow Keystone too: its tokens URL is named.
     let fake = Fake::with(|s| s["keystone"]["delay_seconds"] = 3.into());
     let lookup = lookup_of(&config(&fake), deadline);
     let error = lookup.lookup(&in_tree(ZONAL)).await.unwrap_err();
-    assert_eq!(error, LookupError::TimedOut(deadline));
+    let tokens_url = format!("{}identity/v3/auth/tokens", fake.base());
+    assert_eq!(error, LookupError::timed_out(deadline, Some(tokens_url)));
+}
+
+#[tokio::test]
+async fn the_resolvers_deadline_names_the_volume_and_the_endpoint() {
+    use pv_topology_webhook::decision::OnLookupError;
+    use pv_topology_webhook::model::{LookupFailure, Resolution, Timeout};
+    let fake = Fake::start();
+    // The lookup's own deadline is far; the resolver's ends it, and asks the lookup
+    // (behind the cache) which endpoint it was waiting on.
+    let cached = Arc::new(CachedLookup::new(
+        lookup_of(&config(&fake), Duration::from_secs(10)),
+        NonZeroUsize::new(16).unwrap(),
+        Duration::from_secs(60),
+    ));
+    let resolver = Resolver::new(Rules::default())
+        .with_lookup(cached)
+        .with_deadline(Duration::from_millis(500));
+    let cinder = format!("{}r1-public/v3/{PROJECT}", fake.base());
+    let started = Instant::now();
+    let resolution = resolver.resolve(&in_tree(SLOW)).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    // A timeout, as lookups_total{result="timeout"} counts it.
+    assert_eq!(
+        resolution,
+        Resolution::LookupFailed {
+            lookup: NAME.to_owned(),
+            error: LookupFailure::TimedOut(Timeout {
+                after: Duration::from_millis(500),
+                endpoint: Some(cinder.clone()),
+            }),
+        }
+    );
+    // The denial: the volume, the lookup, the endpoint.
+    let reviewer = Reviewer::new(
+        resolver,
+        DecisionConfig {
+            on_lookup_error: OnLookupError::Deny,
+            ..DecisionConfig::default()
+        },
+    );
+    let answer = common::review(&reviewer, &create_review(pv(csi(DRIVER, SLOW), None))).await;
+    assert!(!answer.allowed());
+    assert_eq!(answer.outcome(), "lookup-failed");
+    let message = answer.message();
+    assert!(
+        message.contains(SLOW)
+            && message.contains(&format!(
+                "lookup openstack-cinder failed: timed out after 500ms waiting for {cinder}"
+            )),
+        "{message}"
+    );
+    assert!(!message.contains(APP_SECRET), "{message}");
 }
 
 #[tokio::test]

@@ -300,7 +300,16 @@ async fn lookups_stay_inside_the_deadline() {
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     // Counted as a timeout (lookups_total{result="timeout"}), not as an error.
-    assert_eq!(error, LookupError::TimedOut(Duration::from_millis(300)));
+    // ... naming the endpoint it waited for (the fake's, as a URL).
+    let endpoint = format!("{url}/");
+    assert_eq!(
+        error,
+        LookupError::timed_out(Duration::from_millis(300), Some(endpoint.clone()))
+    );
+    assert_eq!(
+        error.to_string(),
+        format!("timed out after 300ms waiting for {endpoint}")
+    );
 }
 
 /// A call that kept failing for another reason (here a refused connection; in the

@@ -296,11 +296,12 @@ async fn lookups_end_at_the_deadline() {
         started.elapsed()
     );
     assert!(!answer.allowed());
-    assert!(
-        answer.message().contains("lookup gce failed: timed out after 500ms"),
-        "{}",
-        answer.message()
+    // The endpoint waited on is named (Compute's, where the slow disk is).
+    let waited = format!(
+        "lookup gce failed: timed out after 500ms waiting for {}compute/v1/",
+        fake.base()
     );
+    assert!(answer.message().contains(&waited), "{}", answer.message());
 }
 
 #[tokio::test]
@@ -311,7 +312,17 @@ async fn the_lookup_keeps_its_own_deadline() {
     let started = Instant::now();
     let error = lookup(&fake, deadline).lookup(&slow).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    assert_eq!(error, pv_topology_webhook::lookup::LookupError::TimedOut(deadline));
+    // The disk's URL, where the time ran out.
+    let url = format!("{}compute/v1/projects/", fake.base());
+    let pv_topology_webhook::lookup::LookupError::TimedOut(timeout) = &error else {
+        panic!("a timeout: {error}")
+    };
+    assert_eq!(timeout.after, deadline);
+    let endpoint = timeout.endpoint.as_deref().unwrap_or_default();
+    assert!(
+        endpoint.starts_with(&url) && endpoint.ends_with("/disks/pd-slow"),
+        "{error}"
+    );
 }
 
 fn lookup(fake: &Fake, deadline: Duration) -> GceLookup {

@@ -1,13 +1,19 @@
 //! `pv-topology-webhook review` with the on-prem lookups' flags, where no vCenter is
 //! needed: settings the binary refuses at start-up (exit status 1, a message naming
 //! the flag, the file and the field, never the password), and the warning a Cinder or
-//! vSphere PV gets when its lookup is off. The lookups' answers are tested against
+//! vSphere PV gets when its lookup is off, and a vCenter that never answers (a
+//! loopback port that accepts and stays silent) timing out. The lookups' answers are tested against
 //! govmomi's simulator in the cluster tier (tests/cluster/harness/tests/vsphere.rs,
 //! onprem.rs) and against the Keystone/Cinder fake (cinder.rs, cinder_cli.rs).
 
 mod common;
 
+use std::time::{Duration, Instant};
+
 use common::{csi, pv, review_binary, review_output};
+use pv_topology_webhook::lookup::{LookupError, TopologyLookup};
+use pv_topology_webhook::source::{InTree, VolumeIdentity};
+use pv_topology_webhook::vsphere::{VsphereLookup, VsphereSettings};
 use serde_json::json;
 
 const PASSWORD: &str = "vc-Pa55word-do-not-log";
@@ -104,4 +110,75 @@ fn cinder_and_vsphere_pvs_name_their_lookup_flag_when_it_is_off() {
         let warnings = answer.response()["warnings"].to_string();
         assert!(warnings.contains(&format!("{flag} (or --rules)")), "{spec}: {warnings}");
     }
+}
+
+/// A loopback "vCenter" that accepts connections and never answers; its URL.
+fn silent_vcenter() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    format!("http://127.0.0.1:{port}/")
+}
+
+fn config_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("csi-vsphere.conf");
+    let text = format!("[VirtualCenter \"127.0.0.1\"]\nuser = \"u@vsphere.local\"\npassword = \"{PASSWORD}\"\n");
+    std::fs::write(&path, text).expect("written");
+    path
+}
+
+#[test]
+fn a_silent_vcenter_times_out_naming_the_volume_and_the_vcenter() {
+    let vcenter = silent_vcenter();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = format!("--vsphere-config={}", config_file(dir.path()).display());
+    let endpoint = format!("--vsphere-endpoint={vcenter}");
+    let spec = json!({"vsphereVolume": {"volumePath": "[ds1] kubevols/pv-1.vmdk"}});
+    let started = Instant::now();
+    let answer = review_binary(
+        &[
+            "--vsphere-lookup",
+            &config,
+            &endpoint,
+            "--lookup-timeout=500ms",
+            "--on-lookup-error=deny",
+        ],
+        &[],
+        pv(spec, None),
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(!answer.allowed());
+    assert_eq!(answer.outcome(), "lookup-failed");
+    let message = answer.message();
+    assert!(
+        message.contains("[ds1] kubevols/pv-1.vmdk")
+            && message.contains(&format!(
+                "lookup vsphere failed: timed out after 500ms waiting for {vcenter}"
+            )),
+        "{message}"
+    );
+    assert!(!message.contains(PASSWORD), "{message}");
+}
+
+#[tokio::test]
+async fn the_lookups_own_deadline_is_a_timeout_naming_the_vcenter() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let vcenter = silent_vcenter();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut settings = VsphereSettings::new(config_file(dir.path()));
+    settings.server = Some(cloud_access::SecureEndpoint::parse("the silent vCenter", &vcenter).expect("loopback http"));
+    let deadline = Duration::from_millis(300);
+    let lookup = VsphereLookup::new(settings, deadline).expect("the lookup is set up");
+    let volume = VolumeIdentity::in_tree(InTree::VsphereVolume, "[ds1] kubevols/pv-1.vmdk");
+    let started = Instant::now();
+    let error = lookup.lookup(&volume).await.expect_err("no answer");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    // Counted as a timeout (lookups_total{result="timeout"}), not as an error.
+    assert_eq!(error, LookupError::timed_out(deadline, Some(vcenter.clone())));
+    assert_eq!(lookup.endpoint(), Some(vcenter));
 }

@@ -137,11 +137,18 @@ impl VcenterClient {
         sessions.push_back(SecretString::from(secret.to_owned()));
     }
 
-    fn transport(&self, call: &'static str, error: &dyn std::error::Error) -> VsphereError {
+    fn transport(&self, call: &'static str, error: &(dyn std::error::Error + 'static)) -> VsphereError {
+        let timeout = match error.downcast_ref::<crate::http::BodyError>() {
+            Some(crate::http::BodyError::Transport(error)) => error.is_timeout(),
+            _ => error
+                .downcast_ref::<reqwest::Error>()
+                .is_some_and(reqwest::Error::is_timeout),
+        };
         VsphereError::Transport {
             endpoint: self.endpoint().to_owned(),
             call,
             reason: self.clean(&crate::logging::error_chain(error)),
+            timeout,
         }
     }
 

@@ -41,6 +41,8 @@ pub enum VsphereError {
         endpoint: String,
         call: &'static str,
         reason: String,
+        /// The call ran out of its time (the client's timeout, the lookup's deadline).
+        timeout: bool,
     },
     #[error("vCenter {endpoint}: logging in as {user:?} was refused: {text}")]
     LoginRefused {
