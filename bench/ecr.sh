@@ -29,6 +29,13 @@ echo '{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialPro
 export AWS_ENDPOINT_URL=http://127.0.0.1:$port AWS_ACCESS_KEY_ID=AKIDBENCH AWS_SECRET_ACCESS_KEY=bench-secret \
   AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
+# STATIC_TOO=1: also the same program linked statically (bench/static-build.sh).
+source bench/static-build.sh
+static_command=()
+if [[ ${STATIC_TOO:-0} == 1 ]]; then
+  static_command=(--name "cloud-credential-provider ecr, static glibc (not shipped)" -- "$(static_small_build)" ecr)
+fi
 python3 bench/exec_bench.py --runs "${RUNS:-300}" --stdin "$request" \
   --name "cloud-credential-provider ecr" -- "$ROOT/target/small/cloud-credential-provider" ecr \
+  "${static_command[@]}" \
   --name "ecr-credential-provider $PEER_VERSION" -- "$BIN_DIR/ecr-credential-provider-$PEER_VERSION"
