@@ -6,7 +6,9 @@
 //! The simulator's inventory: datacenter DC0; clusters DC0_C0 and DC0_C1 of hosts
 //! DC0_C<n>_H0 and _H1; a standalone host DC0_H0. Tags: zone-a on cluster DC0_C0,
 //! zone-b on host DC0_C1_H0, region-1 on both clusters; DC0_H0 and its ancestors
-//! carry none. Datastores: zonal-ds (DC0_C0's hosts), multi-ds (DC0_C0_H0 and
+//! carry none. In a second pair of categories (zone-cat, region-cat, for a lookup
+//! given other category names): alt-zone-1 on host DC0_C0_H0, alt-zone-2 on host
+//! DC0_C1_H0, alt-region on datacenter DC0. Datastores: zonal-ds (DC0_C0's hosts), multi-ds (DC0_C0_H0 and
 //! DC0_C1_H0), plain-ds (DC0_H0); FCD fcd-1 on zonal-ds.
 
 use std::io::{BufRead, BufReader};
@@ -73,12 +75,15 @@ pub fn start(tls: Option<(&Path, &Path, &Path)>, args: &[&str]) -> (Sim, Value) 
             {"name": "plain-ds", "hosts": ["DC0_H0"]},
         ],
         "disks": [{"name": "fcd-1", "datastore": "zonal-ds"}],
-        "categories": ["k8s-zone", "k8s-region"],
+        "categories": ["k8s-zone", "k8s-region", "zone-cat", "region-cat"],
         "tags": [
             {"category": "k8s-zone", "name": "zone-a", "objects": ["ClusterComputeResource:DC0_C0"]},
             {"category": "k8s-zone", "name": "zone-b", "objects": ["HostSystem:DC0_C1_H0"]},
             {"category": "k8s-region", "name": "region-1",
              "objects": ["ClusterComputeResource:DC0_C0", "ClusterComputeResource:DC0_C1"]},
+            {"category": "zone-cat", "name": "alt-zone-1", "objects": ["HostSystem:DC0_C0_H0"]},
+            {"category": "zone-cat", "name": "alt-zone-2", "objects": ["HostSystem:DC0_C1_H0"]},
+            {"category": "region-cat", "name": "alt-region", "objects": ["Datacenter:DC0"]},
         ],
     });
     // The datastores' directories, in the simulator's directory.

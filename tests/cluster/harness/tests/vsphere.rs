@@ -144,6 +144,50 @@ async fn zones_from_the_simulators_tags() {
     assert!(!text.contains("Wrong-Pa55word!") && !text.contains(PASSWORD), "{text}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tag_categories_named_by_the_settings() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (sim, _) = start(None, &[]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = config(dir.path(), PASSWORD, port(&sim.url), "");
+    // As --vsphere-zone-category=zone-cat --vsphere-region-category=region-cat: the
+    // k8s-zone/k8s-region tags (zone-a on DC0_C0, region-1 on both clusters, nearer
+    // than DC0's alt-region) are not read.
+    let mut settings = VsphereSettings::new(&config);
+    settings.server = Some(SecureEndpoint::parse("the simulator", &sim.url).expect("loopback http"));
+    settings.zone_category = "zone-cat".into();
+    settings.region_category = "region-cat".into();
+    let named = VsphereLookup::new(settings, DEADLINE).expect("the lookup is set up");
+    let multi = answer(
+        &named,
+        VolumeIdentity::csi(VSPHERE_DRIVER, "[multi-ds] kubevols/b.vmdk"),
+    )
+    .await
+    .expect("multi-zone");
+    assert_eq!(
+        zones_region(&multi),
+        (Some("alt-zone-1__alt-zone-2".into()), Some("alt-region"))
+    );
+    // DC0_C0_H1 has no zone-cat tag: left out beside DC0_C0_H0.
+    let zonal = answer(
+        &named,
+        VolumeIdentity::in_tree(InTree::VsphereVolume, "[zonal-ds] kubevols/a.vmdk"),
+    )
+    .await
+    .expect("zonal");
+    assert_eq!(zones_region(&zonal), (Some("alt-zone-1".into()), Some("alt-region")));
+    // The defaults on the same inventory: zone-cat and region-cat are not read (the
+    // host's own alt-zone-1 is nearer than the cluster's zone-a).
+    let defaults = lookup(&config, Some(&sim.url));
+    let zonal = answer(
+        &defaults,
+        VolumeIdentity::in_tree(InTree::VsphereVolume, "[zonal-ds] kubevols/a.vmdk"),
+    )
+    .await
+    .expect("zonal");
+    assert_eq!(zones_region(&zonal), (Some("zone-a".into()), Some("region-1")));
+}
+
 fn lookup_with_password(dir: &Path, url: &str, password: &str) -> VsphereLookup {
     let other = dir.join("wrong");
     std::fs::create_dir_all(&other).expect("a directory");
