@@ -61,7 +61,7 @@ pub enum CredentialsError {
 /// container credentials endpoints serve.
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
-pub(crate) struct CredentialsDocument {
+pub struct CredentialsDocument {
     access_key_id: String,
     secret_access_key: String,
     #[serde(default)]
@@ -71,11 +71,12 @@ pub(crate) struct CredentialsDocument {
 }
 
 impl CredentialsDocument {
-    pub(crate) fn parse(body: &[u8]) -> Option<Self> {
+    /// `None` when `body` is not such a document (no keys, not JSON).
+    pub fn parse(body: &[u8]) -> Option<Self> {
         serde_json::from_slice(body).ok()
     }
 
-    pub(crate) fn into_credentials(self, source: &'static str) -> AwsCredentials {
+    pub fn into_credentials(self, source: &'static str) -> AwsCredentials {
         AwsCredentials {
             access_key_id: self.access_key_id,
             secret_access_key: SecretString::from(self.secret_access_key),

@@ -111,29 +111,34 @@ pub async fn authorization_token(
     let answer = client
         .json(service, prefix, ACTION, &serde_json::json!({}), credentials, deadline)
         .await?;
-    let garbage = |problem: &str| AwsError::Garbage {
+    parse_authorization_answer(&answer).map_err(|problem| AwsError::Garbage {
         service: service.signing_name,
         action: ACTION,
         problem: problem.to_owned(),
-    };
+    })
+}
+
+/// A `GetAuthorizationToken` answer: private ECR's `authorizationData` list
+/// (its first entry) or ECR Public's single object, whose
+/// `authorizationToken` is base64 of `user:password`. A problem names what
+/// is wrong and never quotes the answer (it holds the password).
+pub fn parse_authorization_answer(answer: &serde_json::Value) -> Result<AuthorizationToken, &'static str> {
     // Private ECR answers a list, ECR Public a single object.
     let data = match &answer["authorizationData"] {
-        serde_json::Value::Array(list) => list.first().cloned(),
-        object @ serde_json::Value::Object(_) => Some(object.clone()),
+        serde_json::Value::Array(list) => list.first(),
+        object @ serde_json::Value::Object(_) => Some(object),
         _ => None,
     }
-    .ok_or_else(|| garbage("no authorizationData"))?;
-    let token = data["authorizationToken"]
-        .as_str()
-        .ok_or_else(|| garbage("no authorizationToken"))?;
+    .ok_or("no authorizationData")?;
+    let token = data["authorizationToken"].as_str().ok_or("no authorizationToken")?;
     let decoded = STANDARD
         .decode(token)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| garbage("authorizationToken is not base64 text"))?;
+        .ok_or("authorizationToken is not base64 text")?;
     let (username, password) = decoded
         .split_once(':')
-        .ok_or_else(|| garbage("authorizationToken is not user:password"))?;
+        .ok_or("authorizationToken is not user:password")?;
     // An expiry out of range is unknown: the token is then not cached.
     let expires_at = data["expiresAt"].as_f64().and_then(crate::go_duration::unix_time);
     Ok(AuthorizationToken {

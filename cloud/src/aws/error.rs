@@ -135,13 +135,7 @@ pub(crate) async fn read_answer(
 /// An error from a query-protocol (XML) service: EC2's `Response/Errors/Error`
 /// or STS's `ErrorResponse/Error`, with every piece of `secrets` (what the
 /// call sent: its token, its keys) cut out, as a server may echo them.
-pub(crate) fn xml_error(
-    service: &'static str,
-    action: &'static str,
-    status: u16,
-    body: &str,
-    secrets: &[&str],
-) -> AwsError {
+pub fn xml_error(service: &'static str, action: &'static str, status: u16, body: &str, secrets: &[&str]) -> AwsError {
     let document = roxmltree::Document::parse(body).ok();
     let field = |name: &str| {
         document.as_ref().and_then(|d| {
@@ -187,7 +181,7 @@ fn api_error(
 
 /// An error from a JSON-protocol service (`__type` or `x-amzn-ErrorType`),
 /// with every piece of `secrets` cut out.
-pub(crate) fn json_error(
+pub fn json_error(
     service: &'static str,
     action: &'static str,
     status: u16,

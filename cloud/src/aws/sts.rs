@@ -55,7 +55,9 @@ pub async fn assume_role_with_web_identity(
     })
 }
 
-fn parse_credentials(xml: &str) -> Option<AwsCredentials> {
+/// The `Credentials` element of an `AssumeRoleWithWebIdentity` answer
+/// (`None` without one, or without its keys).
+pub fn parse_credentials(xml: &str) -> Option<AwsCredentials> {
     let document = roxmltree::Document::parse(xml).ok()?;
     let credentials = document.descendants().find(|n| n.has_tag_name("Credentials"))?;
     let field = |name: &str| {

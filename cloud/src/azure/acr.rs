@@ -147,6 +147,53 @@ pub fn parse_www_authenticate(value: &str) -> Option<(String, Vec<(String, Strin
     }
 }
 
+/// The challenge of a 401 from `registry`'s `/v2/`: the realm and service of
+/// the first Bearer challenge among the `Www-Authenticate` values `headers`.
+/// A problem names what is missing.
+pub fn parse_challenge(registry: &str, headers: &[&str]) -> Result<AcrChallenge, String> {
+    if headers.is_empty() {
+        return Err("the 401 has no Www-Authenticate header".into());
+    }
+    let Some((_, params)) = headers
+        .iter()
+        .filter_map(|h| parse_www_authenticate(h))
+        .find(|(scheme, _)| scheme == "bearer")
+    else {
+        return Err(format!(
+            "no Bearer challenge in Www-Authenticate {:?}",
+            crate::logging::clean_text(&headers.join(", "), &[], 200)
+        ));
+    };
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("the Bearer challenge has no {name}"))
+    };
+    let realm = Url::parse(param("realm")?).map_err(|e| format!("the challenge's realm is not a URL ({e})"))?;
+    Ok(AcrChallenge {
+        registry: registry.to_owned(),
+        realm,
+        service: param("service")?.to_owned(),
+    })
+}
+
+/// The answer of `/oauth2/exchange` (`{"refresh_token": "…"}`), its expiry
+/// read from the token's `exp` claim. A problem never quotes the answer (it
+/// holds the token).
+pub fn parse_exchange_answer(json: &serde_json::Value) -> Result<AcrRefreshToken, &'static str> {
+    let refresh = json["refresh_token"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or("the answer has no refresh_token")?;
+    Ok(AcrRefreshToken {
+        expires_at: jwt_expiry(refresh),
+        secret: SecretString::from(refresh.to_owned()),
+    })
+}
+
 /// ACR token exchanges, over https (or plain http to loopback registries,
 /// for tests).
 #[derive(Debug, Clone)]
@@ -188,34 +235,7 @@ impl AcrClient {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .collect();
-        if headers.is_empty() {
-            return Err(garbage("the 401 has no Www-Authenticate header".into()));
-        }
-        let Some((_, params)) = headers
-            .iter()
-            .filter_map(|h| parse_www_authenticate(h))
-            .find(|(scheme, _)| scheme == "bearer")
-        else {
-            return Err(garbage(format!(
-                "no Bearer challenge in Www-Authenticate {:?}",
-                crate::logging::clean_text(&headers.join(", "), &[], 200)
-            )));
-        };
-        let param = |name: &str| {
-            params
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.trim())
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| garbage(format!("the Bearer challenge has no {name}")))
-        };
-        let realm =
-            Url::parse(param("realm")?).map_err(|e| garbage(format!("the challenge's realm is not a URL ({e})")))?;
-        Ok(AcrChallenge {
-            registry: registry.to_owned(),
-            realm,
-            service: param("service")?.to_owned(),
-        })
+        parse_challenge(registry, &headers).map_err(garbage)
     }
 
     /// `POST {realm scheme+host}/oauth2/exchange` with `entra_token` (for
@@ -258,14 +278,7 @@ impl AcrClient {
         let request = self.http.post(url.clone()).form(&form);
         let body = Call::send(SERVICE, &url, request, deadline, &[access_token]).await?;
         let json = Call::json(SERVICE, &url, &body)?;
-        let refresh = json["refresh_token"]
-            .as_str()
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| Call::garbage(SERVICE, &url, "the answer has no refresh_token"))?;
-        Ok(AcrRefreshToken {
-            expires_at: jwt_expiry(refresh),
-            secret: SecretString::from(refresh.to_owned()),
-        })
+        parse_exchange_answer(&json).map_err(|problem| Call::garbage(SERVICE, &url, problem))
     }
 
     /// Both steps for `registry`, with a token from `tokens`, all before

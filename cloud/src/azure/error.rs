@@ -37,7 +37,7 @@ pub use crate::api::CodeMessage as ErrorDetail;
 /// `error`/`error_description`, ARM's `error.code`/`error.message`, a
 /// registry's `errors[0].code`/`message`); anything else is kept as the
 /// message. Every run of a secret in `secrets` is cut out.
-pub(crate) fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
+pub fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
     let Ok(json) = serde_json::from_slice::<Value>(body) else {
         return ErrorDetail::raw(body, secrets);
     };

@@ -21,7 +21,7 @@ pub type TokenFuture<'a> = crate::token::TokenFuture<'a, AzureError>;
 /// `MM/dd/yyyy HH:mm:ss`, `yyyy-MM-dd HH:mm:ss` or RFC 3339, in UTC), else
 /// `expires_in` (seconds, a number or a string). Problems never quote the
 /// answer: it holds the token.
-pub(crate) fn parse_token_answer(json: &Value) -> Result<AccessToken, &'static str> {
+pub fn parse_token_answer(json: &Value) -> Result<AccessToken, &'static str> {
     let token = json["access_token"]
         .as_str()
         .filter(|t| !t.is_empty())

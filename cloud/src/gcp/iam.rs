@@ -76,18 +76,24 @@ impl IamCredentialsClient {
         let request = self.http.post(url.clone()).bearer_auth(secret).json(&body);
         let answer = Call::send(SERVICE, &url, request, deadline, &[secret]).await?;
         let json = Call::json(SERVICE, &url, &answer)?;
-        let garbage = |problem: &str| Call::garbage(SERVICE, &url, problem);
-        let token = json["accessToken"]
-            .as_str()
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| garbage("the answer has no accessToken"))?;
-        let expires_at = json["expireTime"]
-            .as_str()
-            .and_then(|t| humantime::parse_rfc3339(t.trim()).ok())
-            .ok_or_else(|| garbage("the answer has no valid expireTime (an RFC 3339 UTC time)"))?;
-        Ok(AccessToken::expiring_at(
-            SecretString::from(token.to_owned()),
-            expires_at,
-        ))
+        parse_access_token_answer(&json).map_err(|problem| Call::garbage(SERVICE, &url, problem))
     }
+}
+
+/// `generateAccessToken`'s answer (`{"accessToken", "expireTime"}`, the
+/// time in RFC 3339 UTC). A problem names what is wrong and never quotes the
+/// answer (it holds the token).
+pub fn parse_access_token_answer(json: &serde_json::Value) -> Result<AccessToken, &'static str> {
+    let token = json["accessToken"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or("the answer has no accessToken")?;
+    let expires_at = json["expireTime"]
+        .as_str()
+        .and_then(|t| humantime::parse_rfc3339(t.trim()).ok())
+        .ok_or("the answer has no valid expireTime (an RFC 3339 UTC time)")?;
+    Ok(AccessToken::expiring_at(
+        SecretString::from(token.to_owned()),
+        expires_at,
+    ))
 }

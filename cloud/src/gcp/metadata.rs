@@ -191,7 +191,7 @@ impl TokenSource<GcpError> for GceMetadata {
 
 /// `{"access_token": "…", "expires_in": 3599, "token_type": "Bearer"}`.
 /// Problems never quote the answer: it holds the token.
-fn parse_token(body: &str) -> Result<AccessToken, String> {
+pub fn parse_token(body: &str) -> Result<AccessToken, String> {
     let json: Value = serde_json::from_str(body).map_err(|_| "the token answer is not JSON".to_owned())?;
     let token = json["access_token"]
         .as_str()

@@ -88,20 +88,25 @@ impl StsClient {
         let request = self.http.post(self.url.clone()).json(&body);
         let answer = Call::send(SERVICE, &self.url, request, deadline, &[subject]).await?;
         let json = Call::json(SERVICE, &self.url, &answer)?;
-        let garbage = |problem: &str| Call::garbage(SERVICE, &self.url, problem);
-        let token = json["access_token"]
-            .as_str()
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| garbage("the answer has no access_token"))?;
-        if let Some(kind) = json.get("token_type")
-            && !kind.as_str().is_some_and(|k| k.eq_ignore_ascii_case("bearer"))
-        {
-            return Err(garbage("the answer's token_type is not Bearer"));
-        }
-        let expires_in = super::token::expires_in(&json["expires_in"])
-            .ok_or_else(|| garbage("the answer has no valid expires_in"))?;
-        Ok(AccessToken::new(SecretString::from(token.to_owned()), expires_in))
+        parse_exchange_answer(&json).map_err(|problem| Call::garbage(SERVICE, &self.url, problem))
     }
+}
+
+/// STS's answer to an exchange (`{"access_token", "issued_token_type",
+/// "token_type": "Bearer", "expires_in"}`). A problem names what is wrong
+/// and never quotes the answer (it holds the token).
+pub fn parse_exchange_answer(json: &serde_json::Value) -> Result<AccessToken, &'static str> {
+    let token = json["access_token"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or("the answer has no access_token")?;
+    if let Some(kind) = json.get("token_type")
+        && !kind.as_str().is_some_and(|k| k.eq_ignore_ascii_case("bearer"))
+    {
+        return Err("the answer's token_type is not Bearer");
+    }
+    let expires_in = super::token::expires_in(&json["expires_in"]).ok_or("the answer has no valid expires_in")?;
+    Ok(AccessToken::new(SecretString::from(token.to_owned()), expires_in))
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ pub use crate::api::CodeMessage as ErrorDetail;
 
 /// Reads an error body in Keystone's or Cinder's shape; anything else is kept as
 /// the message. Every run of a secret in `secrets` is cut out.
-pub(crate) fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
+pub fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
     let Ok(Value::Object(json)) = serde_json::from_slice::<Value>(body) else {
         return ErrorDetail::raw(body, secrets);
     };

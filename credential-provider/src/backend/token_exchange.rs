@@ -166,45 +166,16 @@ impl TokenExchangeBackend {
                 detail: oauth_error_detail(&body, subject_token.expose_secret()),
             });
         }
-        let bad = |problem| TokenExchangeError::BadAnswer {
-            endpoint: endpoint.clone(),
-            status,
-            problem,
-        };
-        let answer: TokenResponse =
-            serde_json::from_slice(&body).map_err(|_| bad("the body is not a JSON token response"))?;
-        let access_token = answer
-            .access_token
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| bad("\"access_token\" is missing or empty"))?;
-
-        let now = SystemTime::now();
-        let mut lifetimes = Vec::new();
-        if let Some(expires_in) = &answer.expires_in {
-            let seconds = match expires_in {
-                serde_json::Value::Number(n) => n.as_f64(),
-                serde_json::Value::String(text) => text.trim().parse::<f64>().ok(),
-                _ => None,
+        let TokenAnswer {
+            access_token,
+            cache_duration,
+        } = read_token_answer(&body, SystemTime::now(), settings.expiry_margin).map_err(|problem| {
+            TokenExchangeError::BadAnswer {
+                endpoint: endpoint.clone(),
+                status,
+                problem,
             }
-            .filter(|s| s.is_finite())
-            .ok_or_else(|| bad("\"expires_in\" is not a number of seconds"))?;
-            // A negative or absurd lifetime is clamped (1e9 s is 31 years).
-            lifetimes.push(Duration::from_secs_f64(seconds.clamp(0.0, 1e9)));
-        }
-        // An opaque access token is fine; a JWT's own expiry also bounds the cache.
-        match jwt::expiry("access_token", &access_token) {
-            Ok(expires_at) => lifetimes.push(expires_at.duration_since(now).unwrap_or_default()),
-            Err(jwt::JwtError::ExpiryOutOfRange { .. }) => {
-                return Err(bad(
-                    "\"access_token\" is a JWT whose \"exp\" is not a representable time",
-                ));
-            }
-            Err(_) => {}
-        }
-        let cache_duration = lifetimes
-            .into_iter()
-            .min()
-            .map(|lifetime| lifetime.saturating_sub(settings.expiry_margin));
+        })?;
 
         let repository = image::repository(&request.image);
         let mut auth = BTreeMap::new();
@@ -212,7 +183,7 @@ impl TokenExchangeBackend {
             image::registry(&repository).to_owned(),
             RegistryAuth {
                 username: settings.username.clone(),
-                password: SecretString::from(access_token),
+                password: access_token,
             },
         );
         Ok(Credentials {
@@ -237,10 +208,59 @@ impl TokenExchangeBackend {
     }
 }
 
+/// What a token response gives: the token, and how long kubelet may keep it.
+pub struct TokenAnswer {
+    pub access_token: SecretString,
+    /// The shorter of `expires_in` (clamped to 0..=1e9 s) and a JWT token's
+    /// own `exp` from `now`, less the expiry margin; `None` when neither is
+    /// known.
+    pub cache_duration: Option<Duration>,
+}
+
+/// A successful token response's body (RFC 6749 §5.1, RFC 8693 §2.2.1) read
+/// at `now`. A problem names the field that is wrong and never quotes the
+/// answer (it holds the token).
+pub fn read_token_answer(body: &[u8], now: SystemTime, expiry_margin: Duration) -> Result<TokenAnswer, &'static str> {
+    let answer: TokenResponse = serde_json::from_slice(body).map_err(|_| "the body is not a JSON token response")?;
+    let access_token = answer
+        .access_token
+        .filter(|t| !t.is_empty())
+        .ok_or("\"access_token\" is missing or empty")?;
+
+    let mut lifetimes = Vec::new();
+    if let Some(expires_in) = &answer.expires_in {
+        let seconds = match expires_in {
+            serde_json::Value::Number(n) => n.as_f64(),
+            serde_json::Value::String(text) => text.trim().parse::<f64>().ok(),
+            _ => None,
+        }
+        .filter(|s| s.is_finite())
+        .ok_or("\"expires_in\" is not a number of seconds")?;
+        // A negative or absurd lifetime is clamped (1e9 s is 31 years).
+        lifetimes.push(Duration::from_secs_f64(seconds.clamp(0.0, 1e9)));
+    }
+    // An opaque access token is fine; a JWT's own expiry also bounds the cache.
+    match jwt::expiry("access_token", &access_token) {
+        Ok(expires_at) => lifetimes.push(expires_at.duration_since(now).unwrap_or_default()),
+        Err(jwt::JwtError::ExpiryOutOfRange { .. }) => {
+            return Err("\"access_token\" is a JWT whose \"exp\" is not a representable time");
+        }
+        Err(_) => {}
+    }
+    let cache_duration = lifetimes
+        .into_iter()
+        .min()
+        .map(|lifetime| lifetime.saturating_sub(expiry_margin));
+    Ok(TokenAnswer {
+        access_token: SecretString::from(access_token),
+        cache_duration,
+    })
+}
+
 /// `: error_code (description)` from an OAuth error body, as remote text
 /// made fit for one line: escaped, capped, and with any long piece of the
 /// subject token removed in case the endpoint echoes it.
-fn oauth_error_detail(body: &[u8], subject_token: &str) -> String {
+pub fn oauth_error_detail(body: &[u8], subject_token: &str) -> String {
     let Ok(OAuthError {
         error: Some(code),
         error_description,
