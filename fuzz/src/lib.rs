@@ -131,3 +131,47 @@ pub fn metadata_target(provider: cloud_access::metadata::Provider, data: &[u8]) 
         }
     }
 }
+
+/// A secret as the cloud answer targets take one from their input: the
+/// text after the first NUL, when it looks like a token (12 to 256 of
+/// `[A-Za-z0-9._~+/=-]`, the characters of JWTs, base64 and OAuth tokens).
+/// Shorter secrets are redacted only whole (under 6 characters not at all),
+/// and a backslash or brace in one could be written by the escaping of what
+/// is shown (`\n`, `\u{1b}`): those are not checked.
+pub fn token_like(secret: &str) -> Option<&str> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '~' | '+' | '/' | '=' | '-');
+    (cloud_access::logging::SECRET_FRAGMENT..=256)
+        .contains(&secret.len())
+        .then_some(secret)
+        .filter(|s| s.chars().all(ok))
+}
+
+/// Asserts that `shown` (an error's message) holds no run of
+/// `logging::SECRET_FRAGMENT` characters of `secret`, after every escape
+/// `logging::clean_text` writes (`\n`, `\r`, `\t`, `\u{…}`) is replaced by a
+/// space: the escapes are made of letters and digits a token may hold too.
+pub fn assert_no_secret(shown: &str, secret: &str, what: &str) {
+    let mut plain = String::with_capacity(shown.len());
+    let mut rest = shown;
+    while let Some(i) = rest.find('\\') {
+        plain.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        rest = if let Some(x) = after.strip_prefix("u{") {
+            x.split_once('}').map_or(after, |(_, r)| r)
+        } else if after.starts_with(['n', 'r', 't']) {
+            &after[1..]
+        } else {
+            after
+        };
+        plain.push(' ');
+    }
+    plain.push_str(rest);
+    let width = cloud_access::logging::SECRET_FRAGMENT;
+    for start in 0..=secret.len() - width {
+        let window = &secret[start..start + width];
+        assert!(
+            !plain.contains(window),
+            "{what} shows {window:?}, a piece of the secret: {shown:?}"
+        );
+    }
+}
