@@ -3,8 +3,11 @@
 //! created through the simulator's own APIs (`vsphere-sim setup`: datastores mounted on
 //! chosen hosts, a First Class Disk, zone/region tags on clusters and a host), then
 //! `VsphereLookup` answers for zonal, multi-zone, untagged and unknown datastores, an
-//! FCD ID, a wrong password, and over TLS with the right and a wrong CA. Everything on
-//! 127.0.0.1. The inventory and scenario: `cluster_harness::vsphere_sim`.
+//! FCD ID, a wrong password, over TLS with the right and a wrong CA, and with tag
+//! categories named by the settings; `review` runs through a relay that reads the
+//! sessions the simulator hands out, none of which may show in an answer or a log line
+//! (at trace level). Everything on 127.0.0.1. The inventory and scenario:
+//! `cluster_harness::vsphere_sim`.
 
 use std::num::NonZeroUsize;
 use std::path::Path;
@@ -288,5 +291,131 @@ async fn expired_sessions_are_renewed() {
         );
         // The simulator checks once per timeout: two of them and both sessions are gone.
         tokio::time::sleep(Duration::from_millis(2500)).await;
+    }
+}
+
+/// A TCP relay on 127.0.0.1 to the simulator at `target`, keeping every byte the
+/// simulator sends back (HTTP/1.1 in the clear): the sessions it hands out are read
+/// from them. Its port and the bytes.
+fn recording_relay(target: u16) -> (u16, Arc<std::sync::Mutex<Vec<u8>>>) {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let server = TcpStream::connect(("127.0.0.1", target)).expect("the simulator");
+            let (mut client_in, mut server_out) = (
+                client.try_clone().expect("a handle"),
+                server.try_clone().expect("a handle"),
+            );
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client_in, &mut server_out);
+                let _ = server_out.shutdown(Shutdown::Write);
+            });
+            let (mut server_in, mut client_out, kept) = (server, client, kept.clone());
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 16 * 1024];
+                while let Ok(n) = server_in.read(&mut buffer) {
+                    if n == 0 || client_out.write_all(&buffer[..n]).is_err() {
+                        break;
+                    }
+                    kept.lock().expect("not poisoned").extend_from_slice(&buffer[..n]);
+                }
+                let _ = client_out.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// Each value following `marker` in `text` (quoted or not, up to a quote, `;` or
+/// white space).
+fn values_after(text: &str, marker: &str) -> Vec<String> {
+    text.split(marker)
+        .skip(1)
+        .filter_map(|rest| {
+            rest.trim_start_matches('"')
+                .split(|c: char| c == '"' || c == ';' || c.is_whitespace())
+                .next()
+        })
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn no_session_of_the_simulator_in_any_answer_or_log_line() {
+    let (sim, _) = start(None, &[]);
+    let (relay, seen) = recording_relay(port(&sim.url));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = config(dir.path(), PASSWORD, port(&sim.url), "");
+    let endpoint = format!("--vsphere-endpoint=http://127.0.0.1:{relay}/");
+    let config_flag = format!("--vsphere-config={}", config.display());
+    // Found, untagged, unknown datastore, unknown First Class Disk: each a `review`
+    // (its own sessions), logging everything it logs.
+    let mut output = String::new();
+    for spec in [
+        serde_json::json!({"vsphereVolume": {"volumePath": "[zonal-ds] kubevols/a.vmdk"}}),
+        serde_json::json!({"vsphereVolume": {"volumePath": "[plain-ds] kubevols/b.vmdk"}}),
+        serde_json::json!({"vsphereVolume": {"volumePath": "[nowhere] c.vmdk"}}),
+        serde_json::json!({"csi": {"driver": VSPHERE_DRIVER, "volumeHandle": "00000000-0000-0000-0000-000000000000"}}),
+    ] {
+        let pv = serde_json::json!({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1"},
+            "spec": spec,
+        });
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "00000000-0000-0000-0000-000000000001",
+                "kind": {"group": "", "version": "v1", "kind": "PersistentVolume"},
+                "resource": {"group": "", "version": "v1", "resource": "persistentvolumes"},
+                "name": "pv-1", "operation": "CREATE", "userInfo": {"username": "admin"}, "object": pv,
+            }
+        });
+        let mut child = std::process::Command::new(cluster_harness::webhook::webhook_binary())
+            .args([
+                "--log-level=trace",
+                "review",
+                "--vsphere-lookup",
+                &config_flag,
+                &endpoint,
+            ])
+            .args(["--on-lookup-error=deny", "--lookup-timeout=10s"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("review runs");
+        std::io::Write::write_all(
+            &mut child.stdin.take().expect("piped"),
+            &serde_json::to_vec(&review).expect("JSON"),
+        )
+        .expect("the review written");
+        let out = child.wait_with_output().expect("review ends");
+        output.push_str(&String::from_utf8_lossy(&out.stdout));
+        output.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    // The answers are what they should be: one labeled, three denied naming the cause.
+    for words in [
+        "\"outcome\":\"labeled\"",
+        "none of its hosts (DC0_H0)",
+        "no datastore named \\\"nowhere\\\"",
+        "no First Class Disk",
+    ] {
+        assert!(output.contains(words), "{words:?} not in {output}");
+    }
+    let seen = String::from_utf8_lossy(&seen.lock().expect("not poisoned")).into_owned();
+    let soap = values_after(&seen, "vmware_soap_session=");
+    let rest = values_after(&seen, "{\"value\":\"");
+    assert!(soap.len() >= 4 && rest.len() >= 2, "sessions seen: {soap:?} {rest:?}");
+    for secret in soap.iter().chain(&rest).map(String::as_str).chain([PASSWORD]) {
+        for fragment in secret.as_bytes().windows(12) {
+            let fragment = std::str::from_utf8(fragment).expect("ASCII");
+            assert!(!output.contains(fragment), "{fragment:?} of {secret:?} in:\n{output}");
+        }
     }
 }
