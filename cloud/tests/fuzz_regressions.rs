@@ -25,3 +25,42 @@ fn a_fraction_with_more_digits_than_an_integer_holds() {
     let one_more = format!("1{text}");
     assert_eq!(go_duration::parse(&one_more), Ok(1_000_000_000));
 }
+
+/// `{"AccessKeyId": "", …}` (aws_answers): the credentials document of IMDS
+/// and the container endpoints was read as credentials with an empty key,
+/// which every AWS call would then be refused for, far from the cause. A
+/// document with an empty key or secret is not credentials.
+#[test]
+fn a_credentials_document_with_an_empty_key_is_not_credentials() {
+    use cloud_access::aws::credentials::CredentialsDocument;
+    let text = input("aws_answers", "empty-access-key-id.json");
+    assert!(CredentialsDocument::parse(text.as_bytes()).is_none(), "{text}");
+    let empty_secret = r#"{"AccessKeyId": "AKIDEXAMPLE", "SecretAccessKey": ""}"#;
+    assert!(CredentialsDocument::parse(empty_secret.as_bytes()).is_none());
+    let whole = r#"{"AccessKeyId": "AKIDEXAMPLE", "SecretAccessKey": "secret", "Token": "t"}"#;
+    let credentials = CredentialsDocument::parse(whole.as_bytes())
+        .expect("a whole document is credentials")
+        .into_credentials("test");
+    assert_eq!(credentials.access_key_id, "AKIDEXAMPLE");
+}
+
+/// `{"__type": "…#"}` (error_bodies): a JSON-protocol error type whose short
+/// name (after the last `#`, as Smithy's rule reads it) is empty gave an
+/// error with an empty code. The code is then `HTTP<status>`, as for a body
+/// without a type.
+#[test]
+fn an_error_type_ending_in_a_hash_has_the_status_as_its_code() {
+    use cloud_access::aws::error::json_error;
+    let body = input("error_bodies", "json-type-ending-in-hash.json");
+    let error = json_error("ecr", "GetAuthorizationToken", 400, None, body.as_bytes(), &[]);
+    assert_eq!(error.code(), Some("HTTP400"), "{error}");
+    let named = json_error(
+        "ecr",
+        "GetAuthorizationToken",
+        400,
+        None,
+        br#"{"__type": "a#Throttling"}"#,
+        &[],
+    );
+    assert_eq!(named.code(), Some("Throttling"));
+}

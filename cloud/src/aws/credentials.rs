@@ -71,9 +71,12 @@ pub struct CredentialsDocument {
 }
 
 impl CredentialsDocument {
-    /// `None` when `body` is not such a document (no keys, not JSON).
+    /// `None` when `body` is not such a document (not JSON, or a key or
+    /// secret missing or empty: every call would be refused for it).
     pub fn parse(body: &[u8]) -> Option<Self> {
-        serde_json::from_slice(body).ok()
+        serde_json::from_slice::<Self>(body)
+            .ok()
+            .filter(|d| !d.access_key_id.is_empty() && !d.secret_access_key.is_empty())
     }
 
     pub fn into_credentials(self, source: &'static str) -> AwsCredentials {

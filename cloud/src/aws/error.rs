@@ -194,8 +194,11 @@ pub fn json_error(
         .map(str::to_owned)
         .or_else(|| value.get("__type").and_then(|t| t.as_str()).map(str::to_owned))
         .unwrap_or_else(|| format!("HTTP{status}"));
-    // `aws.protocoltests#Code` or `Code:http://...`: the code is the short name.
-    let code = raw.rsplit('#').next().unwrap_or(&raw).split(':').next().unwrap_or(&raw);
+    // `aws.protocoltests#Code` or `Code:http://...`: the code is the short name
+    // (none, as in `a#`: the status).
+    let short = raw.rsplit('#').next().unwrap_or(&raw).split(':').next().unwrap_or(&raw);
+    let status_code = format!("HTTP{status}");
+    let code = if short.trim().is_empty() { &status_code } else { short };
     let message = ["message", "Message"]
         .iter()
         .find_map(|k| value.get(*k).and_then(|m| m.as_str()))
