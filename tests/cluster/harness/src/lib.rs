@@ -22,6 +22,7 @@ use std::process::{Command, Output};
 
 use anyhow::{Context, Result, bail};
 
+pub mod audit;
 mod cluster;
 mod control_plane;
 pub mod corpus;

@@ -13,63 +13,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use cluster_harness::audit::{apply_dir, report, service_account_token, status};
 use cluster_harness::webhook::{register, serve, webhook_binary};
 use cluster_harness::{TestCluster, workspace_root};
 use common::*;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, ServiceAccount};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::{ApiResource, Discovery, Scope};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "pv-topology-webhook";
 const ACCOUNT: &str = "pv-topology-webhook-audit";
 const GKE_ZONE: &str = "topology.gke.io/zone";
 
-/// Applies every object of the YAML files in `dir` (not the Kustomization).
-async fn apply_dir(client: &kube::Client, discovery: &Discovery, dir: &Path) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("the manifests directory")
-        .map(|e| e.expect("an entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml") && !p.ends_with("kustomization.yaml"))
-        .collect();
-    files.sort();
-    for file in files {
-        let object: DynamicObject =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(&file).expect("a manifest")).expect("a manifest's YAML");
-        let types = object.types.clone().expect("apiVersion and kind");
-        let (group, version) = types.api_version.rsplit_once('/').unwrap_or(("", &types.api_version));
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, &types.kind);
-        let (resource, caps): (ApiResource, _) = discovery.resolve_gvk(&gvk).expect("a known kind");
-        let api: Api<DynamicObject> = match caps.scope {
-            Scope::Namespaced => Api::namespaced_with(client.clone(), NAMESPACE, &resource),
-            Scope::Cluster => Api::all_with(client.clone(), &resource),
-        };
-        let name = object.metadata.name.clone().expect("a name");
-        api.patch(&name, &PatchParams::apply("audit-test").force(), &Patch::Apply(&object))
-            .await
-            .unwrap_or_else(|e| panic!("apply {}: {e}", file.display()));
-    }
-}
-
 /// A kubeconfig for the audit's ServiceAccount: a token from the TokenRequest API.
 async fn account_kubeconfig(cluster: &TestCluster) -> PathBuf {
-    let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client(), NAMESPACE);
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token = accounts
-        .create_token_request(ACCOUNT, &PostParams::default(), &request)
-        .await
-        .expect("a token for the audit's ServiceAccount")
-        .status
-        .expect("a token")
-        .token;
+    let token = service_account_token(&cluster.client(), NAMESPACE, ACCOUNT).await;
     let ca = std::fs::read_to_string(cluster.dir().join("pki/ca.crt")).expect("the cluster CA");
     use base64::Engine as _;
     let kubeconfig = json!({
@@ -99,28 +57,6 @@ fn audit(kubeconfig: &Path, extra: &[&str]) -> Output {
         .env_remove("KUBECONFIG")
         .output()
         .expect("run pv-topology-webhook audit")
-}
-
-/// The report's rows by PV name.
-fn report(out: &Output) -> std::collections::BTreeMap<String, Value> {
-    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not a JSON report ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    rows.into_iter()
-        .map(|row| (row["name"].as_str().expect("a name").to_owned(), row))
-        .collect()
-}
-
-fn status(rows: &std::collections::BTreeMap<String, Value>, name: &str) -> String {
-    rows.get(name)
-        .unwrap_or_else(|| panic!("{name} not in the report: {rows:?}"))["status"]
-        .as_str()
-        .expect("a status")
-        .to_owned()
 }
 
 fn with_affinity(mut pv: PersistentVolume, zone: &str) -> PersistentVolume {
@@ -185,9 +121,8 @@ async fn audit_reports_fixes_labels_and_runs_with_only_its_read_only_role() {
         )
         .await
         .expect("the namespace");
-    let discovery = Discovery::new(client.clone()).run().await.expect("discovery");
     let manifests = workspace_root().join("manifests/webhook/audit");
-    apply_dir(&client, &discovery, &manifests).await;
+    apply_dir(&client, &manifests, NAMESPACE).await;
     let kubeconfig = account_kubeconfig(&cluster).await;
 
     // RBAC is read through an informer: retry until the role is seen.
@@ -251,7 +186,7 @@ async fn audit_reports_fixes_labels_and_runs_with_only_its_read_only_role() {
     assert_eq!(labels(&pvs.get("affinity-only").await.expect("read")), json!(null));
 
     // With the optional fix-labels role: the labels are added through the apiserver.
-    apply_dir(&client, &discovery, &manifests.join("fix-labels")).await;
+    apply_dir(&client, &manifests.join("fix-labels"), NAMESPACE).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let out = loop {
         let out = audit(&kubeconfig, &["--fix-labels"]);
