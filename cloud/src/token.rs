@@ -245,6 +245,22 @@ impl<S> fmt::Debug for CachedTokenSource<S> {
     }
 }
 
+/// The bearer token of an OAuth 2.0 token answer (RFC 6749 section 5.1): a
+/// non-empty `access_token`, and `token_type` Bearer (any case) when the
+/// answer names one. Problems never quote the answer: it holds the token.
+pub(crate) fn bearer_access_token(json: &serde_json::Value) -> Result<SecretString, &'static str> {
+    let token = json["access_token"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or("the answer has no access_token")?;
+    if let Some(kind) = json.get("token_type")
+        && !kind.as_str().is_some_and(|k| k.eq_ignore_ascii_case("bearer"))
+    {
+        return Err("the answer's token_type is not Bearer");
+    }
+    Ok(SecretString::from(token.to_owned()))
+}
+
 /// OAuth's `expires_in`: seconds, as a number (or a string of one, which
 /// some servers send: Azure's IMDS always does).
 pub(crate) fn expires_in(value: &serde_json::Value) -> Option<Duration> {
@@ -348,6 +364,32 @@ mod tests {
         assert_eq!(cache.source().calls.load(Ordering::SeqCst), 1);
         cache.invalidate().await;
         assert_eq!(cache.get().await.expect("a token").secret().expose_secret(), "token-2");
+    }
+
+    #[test]
+    fn bearer_access_token_wants_a_token_and_no_other_type() {
+        let ok = |json| bearer_access_token(&json).map(|t| t.expose_secret().to_owned());
+        assert_eq!(ok(serde_json::json!({"access_token": "t1"})).as_deref(), Ok("t1"));
+        assert_eq!(
+            ok(serde_json::json!({"access_token": "t2", "token_type": "bearer"})).as_deref(),
+            Ok("t2")
+        );
+        assert_eq!(
+            ok(serde_json::json!({"access_token": "", "token_type": "Bearer"})),
+            Err("the answer has no access_token")
+        );
+        assert_eq!(
+            ok(serde_json::json!({"token": "t3"})),
+            Err("the answer has no access_token")
+        );
+        assert_eq!(
+            ok(serde_json::json!({"access_token": "t4", "token_type": "mac"})),
+            Err("the answer's token_type is not Bearer")
+        );
+        assert_eq!(
+            ok(serde_json::json!({"access_token": "t5", "token_type": null})),
+            Err("the answer's token_type is not Bearer")
+        );
     }
 
     #[test]

@@ -5,7 +5,6 @@
 
 use std::time::SystemTime;
 
-use secrecy::SecretString;
 use serde_json::Value;
 
 use super::error::AzureError;
@@ -22,16 +21,7 @@ pub type TokenFuture<'a> = crate::token::TokenFuture<'a, AzureError>;
 /// `expires_in` (seconds, a number or a string). Problems never quote the
 /// answer: it holds the token.
 pub fn parse_token_answer(json: &Value) -> Result<AccessToken, &'static str> {
-    let token = json["access_token"]
-        .as_str()
-        .filter(|t| !t.is_empty())
-        .ok_or("the answer has no access_token")?;
-    if let Some(kind) = json.get("token_type")
-        && !kind.as_str().is_some_and(|k| k.eq_ignore_ascii_case("bearer"))
-    {
-        return Err("the answer's token_type is not Bearer");
-    }
-    let secret = SecretString::from(token.to_owned());
+    let secret = crate::token::bearer_access_token(json)?;
     if let Some(expires_on) = json
         .get("expires_on")
         .filter(|v| !v.is_null() && v.as_str() != Some(""))

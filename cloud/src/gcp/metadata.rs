@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use secrecy::SecretString;
 use serde_json::Value;
 use url::Url;
 
@@ -193,17 +192,9 @@ impl TokenSource<GcpError> for GceMetadata {
 /// Problems never quote the answer: it holds the token.
 pub fn parse_token(body: &str) -> Result<AccessToken, String> {
     let json: Value = serde_json::from_str(body).map_err(|_| "the token answer is not JSON".to_owned())?;
-    let token = json["access_token"]
-        .as_str()
-        .filter(|t| !t.is_empty())
-        .ok_or("the token answer has no access_token")?;
-    if let Some(kind) = json.get("token_type")
-        && !kind.as_str().is_some_and(|k| k.eq_ignore_ascii_case("bearer"))
-    {
-        return Err("the token answer's token_type is not Bearer".into());
-    }
+    let token = crate::token::bearer_access_token(&json)?;
     let expires_in = super::token::expires_in(&json["expires_in"]).ok_or("the token answer has no valid expires_in")?;
-    Ok(AccessToken::new(SecretString::from(token.to_owned()), expires_in))
+    Ok(AccessToken::new(token, expires_in))
 }
 
 #[cfg(test)]

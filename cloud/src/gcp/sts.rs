@@ -96,17 +96,9 @@ impl StsClient {
 /// "token_type": "Bearer", "expires_in"}`). A problem names what is wrong
 /// and never quotes the answer (it holds the token).
 pub fn parse_exchange_answer(json: &serde_json::Value) -> Result<AccessToken, &'static str> {
-    let token = json["access_token"]
-        .as_str()
-        .filter(|t| !t.is_empty())
-        .ok_or("the answer has no access_token")?;
-    if let Some(kind) = json.get("token_type")
-        && !kind.as_str().is_some_and(|k| k.eq_ignore_ascii_case("bearer"))
-    {
-        return Err("the answer's token_type is not Bearer");
-    }
+    let token = crate::token::bearer_access_token(json)?;
     let expires_in = super::token::expires_in(&json["expires_in"]).ok_or("the answer has no valid expires_in")?;
-    Ok(AccessToken::new(SecretString::from(token.to_owned()), expires_in))
+    Ok(AccessToken::new(token, expires_in))
 }
 
 #[cfg(test)]
