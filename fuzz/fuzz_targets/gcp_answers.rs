@@ -8,9 +8,10 @@
 //! Properties: a token read is the input's `access_token`/`accessToken`, not
 //! empty, and expires when the input said (`expires_in` from now, a number
 //! or a string of one; `expireTime` as RFC 3339, which written back reads
-//! the same); a refusal names the field that is wrong and never quotes a
-//! token of the input; a Docker config read has an entry, and its refusal
-//! quotes no credential of the input.
+//! the same); a refusal names the field that is wrong and does not depend
+//! on the input's token (another in its place gives the same refusal); a
+//! Docker config read has an entry, and its refusal quotes no credential of
+//! the input.
 #![no_main]
 
 use std::time::{Duration, SystemTime};
@@ -20,7 +21,7 @@ use cloud_access::gcp::metadata::parse_token;
 use cloud_access::gcp::sts::parse_exchange_answer;
 use cloud_access::gcp::token::AccessToken;
 use credential_provider::backend::gcp::parse_dockercfg;
-use fuzz::token_like;
+use fuzz::{refusal_ignores_token, token_like};
 use libfuzzer_sys::fuzz_target;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
@@ -50,16 +51,9 @@ fn check_in(token: &AccessToken, json: &Value, field: &str, before: SystemTime) 
     );
 }
 
-/// A refusal names one of `fields` and quotes no token of the input.
-fn check_refusal(problem: &str, json: Option<&Value>, fields: &[&str]) {
+/// A refusal names one of `fields`.
+fn check_refusal(problem: &str, fields: &[&str]) {
     assert!(fields.iter().any(|f| problem.contains(f)), "{problem:?} names no field");
-    if let Some(json) = json {
-        for field in ["access_token", "accessToken"] {
-            if let Some(token) = json[field].as_str().filter(|t| t.len() >= 6) {
-                assert!(!problem.contains(token), "{problem:?} quotes the token");
-            }
-        }
-    }
 }
 
 fn metadata(body: &str) {
@@ -67,11 +61,12 @@ fn metadata(body: &str) {
     let json = serde_json::from_str::<Value>(body).ok();
     match parse_token(body) {
         Ok(token) => check_in(&token, json.as_ref().expect("JSON"), "access_token", before),
-        Err(problem) => check_refusal(
-            &problem,
-            json.as_ref(),
-            &["JSON", "access_token", "token_type", "expires_in"],
-        ),
+        Err(problem) => {
+            check_refusal(&problem, &["JSON", "access_token", "token_type", "expires_in"]);
+            if let Some(json) = &json {
+                refusal_ignores_token(json, "access_token", |v| parse_token(&v.to_string()));
+            }
+        }
     }
 }
 
@@ -79,7 +74,10 @@ fn sts(json: &Value) {
     let before = SystemTime::now();
     match parse_exchange_answer(json) {
         Ok(token) => check_in(&token, json, "access_token", before),
-        Err(problem) => check_refusal(problem, Some(json), &["access_token", "token_type", "expires_in"]),
+        Err(problem) => {
+            check_refusal(problem, &["access_token", "token_type", "expires_in"]);
+            refusal_ignores_token(json, "access_token", parse_exchange_answer);
+        }
     }
 }
 
@@ -94,7 +92,10 @@ fn iam(json: &Value) {
             let reread = parse_access_token_answer(&again).expect("written back, read");
             assert_eq!(reread.expires_at(), token.expires_at());
         }
-        Err(problem) => check_refusal(problem, Some(json), &["accessToken", "expireTime"]),
+        Err(problem) => {
+            check_refusal(problem, &["accessToken", "expireTime"]);
+            refusal_ignores_token(json, "accessToken", parse_access_token_answer);
+        }
     }
 }
 

@@ -2,12 +2,13 @@
 //! from tests/data/webhook/rules.yaml, no cloud lookup).
 //!
 //! Properties of every answer carrying a JSON Patch: it applies to the
-//! request's object; applying it a second time changes nothing but repeat
-//! requirements (the patch appends to an existing term's matchExpressions with
-//! `/-`, so a second application repeats them: docs/testing.md, "Fuzzing",
-//! finding W1); the webhook reviewing the patched object (a reinvocation)
-//! changes nothing more; every label it writes has a valid key and value; it
-//! leaves no empty nodeSelectorTerms list, term or `In`/`NotIn` value list.
+//! request's object; applying it a second time changes nothing: the object
+//! is strictly equal to the object patched once (since W1 was fixed the patch
+//! replaces a changed term's matchExpressions instead of appending with `/-`:
+//! docs/testing.md, "Fuzzing", finding W1); the webhook reviewing the patched
+//! object (a reinvocation) changes nothing more; every label it writes has a
+//! valid key and value; it leaves no empty nodeSelectorTerms list, term or
+//! `In`/`NotIn` value list.
 #![no_main]
 
 use std::path::Path;

@@ -175,3 +175,25 @@ pub fn assert_no_secret(shown: &str, secret: &str, what: &str) {
         );
     }
 }
+
+/// Asserts that a refusal does not depend on the token the answer holds at
+/// `json[field]` (so it cannot quote it): with another token in its place,
+/// an answer `parse` refuses is refused with the same problem, or read (a
+/// JWT's own claims may have been what was refused).
+pub fn refusal_ignores_token<T, P: PartialEq + std::fmt::Debug>(
+    json: &serde_json::Value,
+    field: &str,
+    parse: impl Fn(&serde_json::Value) -> Result<T, P>,
+) {
+    if json[field].as_str().is_none_or(str::is_empty) {
+        return;
+    }
+    let Err(problem) = parse(json) else {
+        return;
+    };
+    let mut other = json.clone();
+    other[field] = serde_json::Value::from("other-token-value");
+    if let Err(again) = parse(&other) {
+        assert_eq!(again, problem, "the refusal depends on the token");
+    }
+}
