@@ -64,3 +64,13 @@ fn an_error_type_ending_in_a_hash_has_the_status_as_its_code() {
     );
     assert_eq!(named.code(), Some("Throttling"));
 }
+
+/// `["AKID…", "secret…", …]`: serde reads a struct from a JSON array too, so
+/// a credentials document that is no object was read as credentials (the
+/// same as token_exchange_answer found in the token-exchange backend).
+#[test]
+fn a_credentials_document_that_is_not_an_object_is_not_credentials() {
+    use cloud_access::aws::credentials::CredentialsDocument;
+    let text = input("aws_answers", "array-document.json");
+    assert!(CredentialsDocument::parse(text.as_bytes()).is_none(), "{text}");
+}

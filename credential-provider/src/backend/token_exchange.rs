@@ -221,7 +221,12 @@ pub struct TokenAnswer {
 /// at `now`. A problem names the field that is wrong and never quotes the
 /// answer (it holds the token).
 pub fn read_token_answer(body: &[u8], now: SystemTime, expiry_margin: Duration) -> Result<TokenAnswer, &'static str> {
-    let answer: TokenResponse = serde_json::from_slice(body).map_err(|_| "the body is not a JSON token response")?;
+    // serde reads a struct from a JSON array too: only an object is a token response.
+    let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    let answer: TokenResponse = serde_json::from_slice(body)
+        .ok()
+        .filter(|_| object)
+        .ok_or("the body is not a JSON token response")?;
     let access_token = answer
         .access_token
         .filter(|t| !t.is_empty())
@@ -285,6 +290,22 @@ impl CredentialBackend for TokenExchangeBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `["token", 3]` (token_exchange_answer): serde reads a struct from a JSON
+    /// array too, so an answer that is no token response was read as one.
+    #[test]
+    fn an_answer_that_is_not_an_object_is_not_a_token_response() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/fuzz/token_exchange_answer/array-answer.json"
+        );
+        let body = std::fs::read(path).expect("the fuzz input");
+        let read = read_token_answer(&body, SystemTime::now(), Duration::ZERO);
+        assert_eq!(read.err(), Some("the body is not a JSON token response"));
+        let object = br#" {"access_token": "opaque", "expires_in": 3}"#;
+        let answer = read_token_answer(object, SystemTime::now(), Duration::ZERO).expect("an object is read");
+        assert_eq!(answer.cache_duration, Some(Duration::from_secs(3)));
+    }
 
     #[test]
     fn oauth_error_detail_names_the_code_and_hides_the_token() {
