@@ -128,10 +128,7 @@ pub(crate) fn lookup_failed(
     config: &DecisionConfig,
 ) -> Decision {
     let source = Some(TopologySource::Lookup(lookup.to_owned()));
-    let result = Some(match error {
-        LookupFailure::TimedOut(_) => LookupResult::Timeout,
-        LookupFailure::Failed(_) => LookupResult::Error,
-    });
+    let result = Some(error.result());
     match config.on_lookup_error {
         OnLookupError::Deny => {
             let mut denied = response.deny(format!("{cause} (--on-lookup-error=deny)"));

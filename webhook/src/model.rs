@@ -202,6 +202,16 @@ pub enum LookupFailure {
     Failed(String),
 }
 
+impl LookupFailure {
+    /// How `lookups_total` and the decision's log line count this failure.
+    pub fn result(&self) -> LookupResult {
+        match self {
+            LookupFailure::TimedOut(_) => LookupResult::Timeout,
+            LookupFailure::Failed(_) => LookupResult::Error,
+        }
+    }
+}
+
 impl fmt::Display for LookupFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -21,8 +21,8 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 
 use crate::decision::{PROVISIONED_BY_ANNOTATION, finish, lookup_failed, skipped};
 use crate::model::{
-    Decision, DecisionConfig, LookupFailure, LookupResult, OnContradiction, Outcome, Resolution, Resolved,
-    ReviewObject, Subject, TopologySource, Volume,
+    Decision, DecisionConfig, LookupResult, OnContradiction, Outcome, Resolution, Resolved, ReviewObject, Subject,
+    TopologySource, Volume,
 };
 use crate::source::identify_pv;
 use crate::topology::{BETA_REGION_LABEL, BETA_ZONE_LABEL, REGION_LABEL, ZONE_LABEL, zones_of_label};
@@ -160,13 +160,6 @@ fn provisioner(pv: &PersistentVolume) -> Option<&str> {
         .map(String::as_str)
 }
 
-fn lookup_result(error: &LookupFailure) -> LookupResult {
-    match error {
-        LookupFailure::TimedOut(_) => LookupResult::Timeout,
-        LookupFailure::Failed(_) => LookupResult::Error,
-    }
-}
-
 /// What a validation request is about: a PV CREATE, or an UPDATE that changes its
 /// topology labels or nodeAffinity (others are the apiserver's business, and judging
 /// them would block the PV controller's own updates of a PV created before this check).
@@ -258,7 +251,7 @@ pub fn judge(
                     response,
                     Outcome::LookupFailed,
                     Some(TopologySource::Lookup(lookup.clone())),
-                    Some(lookup_result(error)),
+                    Some(error.result()),
                     vec![format!(
                         "{cause}; admitted unchecked: provisioned by {by}, whose topology is authoritative \
                          (--on-lookup-error applies to hand-made PVs only)"
