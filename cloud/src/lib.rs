@@ -13,6 +13,7 @@ pub mod gcfg;
 pub mod gcp;
 pub mod go_duration;
 pub mod http;
+pub mod json;
 pub mod logging;
 pub mod metadata;
 pub mod openstack;

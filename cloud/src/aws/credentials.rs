@@ -74,11 +74,7 @@ impl CredentialsDocument {
     /// `None` when `body` is not such a document (not JSON, or a key or
     /// secret missing or empty: every call would be refused for it).
     pub fn parse(body: &[u8]) -> Option<Self> {
-        // serde reads a struct from a JSON array too: only an object is a document.
-        let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        object
-            .then(|| serde_json::from_slice::<Self>(body).ok())
-            .flatten()
+        crate::json::object_from_slice::<Self>(body)
             .filter(|d| !d.access_key_id.is_empty() && !d.secret_access_key.is_empty())
     }
 

@@ -221,12 +221,8 @@ pub struct TokenAnswer {
 /// at `now`. A problem names the field that is wrong and never quotes the
 /// answer (it holds the token).
 pub fn read_token_answer(body: &[u8], now: SystemTime, expiry_margin: Duration) -> Result<TokenAnswer, &'static str> {
-    // serde reads a struct from a JSON array too: only an object is a token response.
-    let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    let answer: TokenResponse = serde_json::from_slice(body)
-        .ok()
-        .filter(|_| object)
-        .ok_or("the body is not a JSON token response")?;
+    let answer: TokenResponse =
+        cloud_access::json::object_from_slice(body).ok_or("the body is not a JSON token response")?;
     let access_token = answer
         .access_token
         .filter(|t| !t.is_empty())
