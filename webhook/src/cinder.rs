@@ -20,7 +20,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use cloud_access::openstack::{OpenStackConfig, OpenStackError, Volume, VolumesClient, volumes_client};
+use cloud_access::openstack::{CINDER, OpenStackConfig, OpenStackError, Volume, VolumesClient, volumes_client};
 
 use crate::builtin::CINDER_DRIVER;
 use crate::lookup::LookupError;
@@ -89,11 +89,16 @@ impl CinderLookup {
             Err(OpenStackError::Deadline { url, .. }) => Err(LookupError::timed_out(self.deadline, Some(url))),
             Err(error) => {
                 tracing::debug!(%error, "Cinder volume lookup refused");
+                // Advice for Cinder's refusals only: Keystone's 401 is the credential
+                // itself (its text says so), and Cinder was never called.
+                let cinder_refused = matches!(&error, OpenStackError::Api { service, .. } if *service == CINDER);
                 let advice = match error.status() {
-                    Some(403) => {
+                    Some(403) if cinder_refused => {
                         " (the credential needs a role that may read volumes, e.g. reader, in the volume's project)"
                     }
-                    Some(401) => " (Cinder refused a fresh token too: check the credential's roles and expiry)",
+                    Some(401) if cinder_refused => {
+                        " (Cinder refused a fresh token too: check the credential's roles and expiry)"
+                    }
                     _ => "",
                 };
                 Err(LookupError::Failed(format!("Cinder volume {id:?}: {error}{advice}")))

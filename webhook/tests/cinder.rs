@@ -263,6 +263,36 @@ async fn a_token_cinder_refuses_is_replaced_once() {
     assert_eq!(fake.requests(TOKENS), 2);
 }
 
+/// The advice about Cinder refusing a fresh token comes only after Cinder refused
+/// one: Keystone refusing the credential is Keystone's 401, and Cinder is never called.
+#[tokio::test]
+async fn cinders_advice_only_when_cinder_refused_the_token() {
+    const ADVICE: &str = "Cinder refused a fresh token too";
+    let fake = Fake::start();
+    let wrong = config_with(
+        &fake,
+        &format!("user-id = u-0a1b2c3d\npassword = {PASSWORD}-wrong\ntenant-id = {PROJECT}\n"),
+    );
+    let error = lookup_of(&wrong, Duration::from_secs(5))
+        .lookup(&in_tree(ZONAL))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("Keystone answered HTTP 401"), "{error}");
+    assert!(!error.contains(ADVICE), "Cinder was never called: {error}");
+    assert_eq!(fake.requests(&get("r1-public/v3", ZONAL)), 0);
+    // Keystone's tokens expired when issued (a clock far off): Cinder refuses both.
+    let fake = Fake::with(|s| s["keystone"]["expires_in"] = (-600).into());
+    let error = lookup_of(&config(&fake), Duration::from_secs(5))
+        .lookup(&in_tree(ZONAL))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("Cinder answered HTTP 401"), "{error}");
+    assert!(error.contains(ADVICE), "{error}");
+    assert_eq!(fake.requests(&get("r1-public/v3", ZONAL)), 2);
+}
+
 #[tokio::test]
 async fn a_token_is_refreshed_before_it_expires() {
     let fake = Fake::with(|s| s["keystone"]["expires_in"] = 2.into());

@@ -20,7 +20,8 @@ use super::error::OpenStackError;
 use super::keystone::{KEYSTONE, KeystoneAuth};
 use crate::token::CachedTokenSource;
 
-const CINDER: &str = "Cinder";
+/// The service name Cinder's errors carry (`OpenStackError::Api`'s `service`).
+pub const CINDER: &str = "Cinder";
 /// The base microversion: every field read here is in it.
 pub const VOLUME_API_VERSION: &str = "volume 3.0";
 

@@ -21,7 +21,8 @@ use super::error::OpenStackError;
 use crate::endpoint::SecureEndpoint;
 use crate::token::{AccessToken, TokenFuture, TokenSource};
 
-pub(crate) const KEYSTONE: &str = "Keystone";
+/// The service name Keystone's errors carry.
+pub const KEYSTONE: &str = "Keystone";
 
 /// The catalog types of the block-storage service, most preferred first: the
 /// official type, then its aliases (gophercloud's order for the v3 client).

@@ -22,10 +22,10 @@ pub mod keystone;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use cinder::{VOLUME_API_VERSION, Volume, VolumesClient, check_volume_id};
+pub use cinder::{CINDER, VOLUME_API_VERSION, Volume, VolumesClient, check_volume_id};
 pub use config::{Credential, Domain, Interface, Named, OpenStackConfig, OpenStackConfigError, Scope};
 pub use error::{ErrorDetail, OpenStackError};
-pub use keystone::{BLOCK_STORAGE_TYPES, KeystoneAuth, Selection, select_endpoint, tokens_url};
+pub use keystone::{BLOCK_STORAGE_TYPES, KEYSTONE, KeystoneAuth, Selection, select_endpoint, tokens_url};
 
 pub use crate::endpoint::SecureEndpoint;
 use crate::token::CachedTokenSource;
