@@ -9,7 +9,7 @@ mod fake;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cloud_access::gcp::{AccessToken, CachedTokenSource, ComputeClient, Disk, GcpError, TokenSource};
+use cloud_access::gcp::{AccessToken, CachedTokenSource, ComputeClient, Disk, GcpError, MAX_REGION_ZONES, TokenSource};
 use fake::{Fake, FakeExt};
 use secrecy::SecretString;
 use serde_json::json;
@@ -218,4 +218,76 @@ async fn a_regions_zones_by_name() {
     assert!(error.to_string().contains("compute.regions.get"), "{error}");
     let error = compute.region_zones("demo-project", "../x", soon()).await.unwrap_err();
     assert!(matches!(error, GcpError::InvalidName { .. }), "{error}");
+}
+
+/// `zones` of us-central1 as the fake answers them (names become URLs of the project
+/// asked; a full URL is answered as it is).
+fn region_answering(zones: serde_json::Value) -> Fake {
+    Fake::with(move |s| s["compute"]["regions"] = json!({ "us-central1": zones }))
+}
+
+#[tokio::test]
+async fn a_region_listing_more_zones_than_any_region_has_is_refused() {
+    // GCE regions have 3 or 4 zones (a handful at most); an answer listing thousands would fan one review out
+    // into as many disks.get.
+    let many: Vec<String> = (0..100).map(|i| format!("us-central1-z{i}")).collect();
+    let fake = region_answering(json!(many));
+    let error = compute(&fake)
+        .region_zones("demo-project", "us-central1", soon())
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.starts_with("compute sent an unusable answer for http://")
+            && text.ends_with(&format!(
+                "/projects/demo-project/regions/us-central1: the region lists 100 zones, more than {MAX_REGION_ZONES} (GCE regions have a handful)"
+            )),
+        "{text}"
+    );
+    // At the cap, still an answer.
+    let letters: Vec<String> = ('a'..='z')
+        .take(MAX_REGION_ZONES)
+        .map(|c| format!("us-central1-{c}"))
+        .collect();
+    let fake = region_answering(json!(letters));
+    let zones = compute(&fake)
+        .region_zones("demo-project", "us-central1", soon())
+        .await
+        .unwrap();
+    assert_eq!(zones, letters);
+}
+
+#[tokio::test]
+async fn zones_outside_the_region_or_the_project_are_refused() {
+    for (zone, shown) in [
+        (
+            "europe-west1-b",
+            "https://www.googleapis.com/compute/v1/projects/demo-project/zones/europe-west1-b",
+        ),
+        (
+            "us-central1",
+            "https://www.googleapis.com/compute/v1/projects/demo-project/zones/us-central1",
+        ),
+        (
+            "us-central10-a",
+            "https://www.googleapis.com/compute/v1/projects/demo-project/zones/us-central10-a",
+        ),
+        (
+            "us-central1-A",
+            "https://www.googleapis.com/compute/v1/projects/demo-project/zones/us-central1-A",
+        ),
+    ] {
+        let fake = region_answering(json!(["us-central1-a", zone]));
+        let error = compute(&fake)
+            .region_zones("demo-project", "us-central1", soon())
+            .await
+            .unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.ends_with(&format!(
+                "/regions/us-central1: zones[1] {shown:?} is not a zone of region us-central1 in project demo-project"
+            )),
+            "{zone}: {text}"
+        );
+    }
 }

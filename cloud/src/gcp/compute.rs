@@ -25,6 +25,11 @@ pub const COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com/compute/v1/";
 
 const SERVICE: &str = "compute";
 
+/// The most zones a `regions.get` answer may list. GCE regions have 3 or 4
+/// (us-central1: a, b, c, f); 16 leaves room for regions to grow while
+/// keeping a search for a disk in every zone of its region to 17 calls.
+pub const MAX_REGION_ZONES: usize = 16;
+
 /// A persistent disk's placement, names only (the last component of the
 /// URLs Compute answers with).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,9 +130,11 @@ impl ComputeClient {
         Ok(disk)
     }
 
-    /// `regions.get`: the names of `region`'s zones (the last components of
-    /// its `zones[]` URLs), for a caller that looks for a disk in every zone
-    /// of its region.
+    /// `regions.get`: the names of `region`'s zones, for a caller that looks
+    /// for a disk in every zone of its region. The answer is refused, not
+    /// trimmed, when it lists more than [`MAX_REGION_ZONES`] zones or a URL
+    /// that is not `…/projects/{project}/zones/{region}-{suffix}`: such a
+    /// list is not the region's, and the caller asks every zone in it.
     pub async fn region_zones(&self, project: &str, region: &str, deadline: Instant) -> Result<Vec<String>, GcpError> {
         let path = format!(
             "projects/{}/regions/{}",
@@ -138,18 +145,29 @@ impl ComputeClient {
         let Some(Value::Array(zones)) = json.get("zones") else {
             return Err(Call::garbage(SERVICE, &url, "the region has no zones list"));
         };
+        if zones.len() > MAX_REGION_ZONES {
+            let problem = format!(
+                "the region lists {} zones, more than {MAX_REGION_ZONES} (GCE regions have a handful)",
+                zones.len()
+            );
+            return Err(Call::garbage(SERVICE, &url, problem));
+        }
         let zones = zones
             .iter()
-            .map(|zone| {
+            .enumerate()
+            .map(|(index, zone)| {
                 let text = zone
                     .as_str()
                     .ok_or_else(|| Call::garbage(SERVICE, &url, "zones holds a value that is not a string"))?;
-                let name = text.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
-                super::check_name("zone", name)
-                    .map(str::to_owned)
-                    .map_err(|e| Call::garbage(SERVICE, &url, format!("zones: {e}")))
+                let name = zone_in_region(text, project, region).ok_or_else(|| {
+                    let shown = crate::logging::clean_text(text, &[], 160);
+                    let problem =
+                        format!("zones[{index}] {shown:?} is not a zone of region {region} in project {project}");
+                    Call::garbage(SERVICE, &url, problem)
+                })?;
+                Ok(name.to_owned())
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, GcpError>>()?;
         if zones.is_empty() {
             return Err(Call::garbage(SERVICE, &url, "the region has no zones"));
         }
@@ -170,6 +188,17 @@ impl ComputeClient {
         .await?;
         Ok((url, json))
     }
+}
+
+/// The zone a `regions.get` zone URL names, when it is one of `region` in
+/// `project`: `…/projects/{project}/zones/{region}-{suffix}`, the suffix
+/// lowercase letters and digits (`us-central1-a`), as Compute answers.
+fn zone_in_region<'a>(url: &'a str, project: &str, region: &str) -> Option<&'a str> {
+    let mut parts = url.rsplit('/');
+    let (zone, zones, in_project, projects) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let suffix = zone.strip_prefix(region)?.strip_prefix('-')?;
+    let suffix_ok = !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    (suffix_ok && zones == "zones" && in_project == project && projects == "projects").then_some(zone)
 }
 
 /// The names in a disk resource: `name`, and the last components of
@@ -261,6 +290,30 @@ mod tests {
                 error.starts_with("compute sent an unusable answer for https://"),
                 "{error}"
             );
+        }
+    }
+
+    #[test]
+    fn zones_of_a_region_in_a_project() {
+        let base = "https://www.googleapis.com/compute/v1/projects/";
+        fn of(url: &str) -> Option<&str> {
+            zone_in_region(url, "p", "us-central1")
+        }
+        assert_eq!(of(&format!("{base}p/zones/us-central1-a")), Some("us-central1-a"));
+        assert_eq!(of("projects/p/zones/us-central1-ai1b"), Some("us-central1-ai1b"));
+        for foreign in [
+            format!("{base}q/zones/us-central1-a"),
+            format!("{base}p/zones/europe-west1-b"),
+            format!("{base}p/zones/us-central10-a"),
+            format!("{base}p/zones/us-central1-"),
+            format!("{base}p/zones/us-central1"),
+            format!("{base}p/zones/us-central1-B"),
+            format!("{base}p/regions/us-central1-a"),
+            format!("{base}p/zones/us-central1-a/"),
+            "zones/us-central1-a".to_owned(),
+            "us-central1-a".to_owned(),
+        ] {
+            assert_eq!(of(&foreign), None, "{foreign}");
         }
     }
 

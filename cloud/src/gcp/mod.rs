@@ -21,7 +21,7 @@ pub mod metadata;
 pub mod sts;
 pub mod token;
 
-pub use compute::{COMPUTE_ENDPOINT, ComputeClient, Disk, region_of_zone};
+pub use compute::{COMPUTE_ENDPOINT, ComputeClient, Disk, MAX_REGION_ZONES, region_of_zone};
 pub use error::{ErrorDetail, GcpError};
 pub use iam::{IAM_CREDENTIALS_ENDPOINT, IamCredentialsClient};
 pub use metadata::{DEFAULT_METADATA_BASE, GceMetadata, METADATA_HOST_ENV, metadata_base};
