@@ -214,3 +214,107 @@ async fn an_account_that_is_not_a_name_is_refused_unsent() {
     assert!(matches!(error, GcpError::InvalidName { .. }), "{error}");
     assert_eq!(fake.all_requests(), 0);
 }
+
+const USERINFO_EMAIL_SCOPE: &str = "https://www.googleapis.com/auth/userinfo.email";
+
+/// A federated token carrying `scope`.
+async fn federated_with(fake: &Fake, scope: &str) -> SecretString {
+    let subject = SecretString::from(subject_token(true));
+    let token = sts(fake)
+        .exchange_token(&audience(), &subject, scope, soon())
+        .await
+        .unwrap();
+    token.secret().clone()
+}
+
+/// The status of the registry's token endpoint for a pull with `_token` and `token`.
+async fn pull_status(fake: &Fake, token: &SecretString) -> u16 {
+    fake::http()
+        .get(format!(
+            "{}v2/token?scope=repository:demo-project/apps/web:pull&service=us-docker.pkg.dev",
+            fake.base()
+        ))
+        .basic_auth("_token", Some(token.expose_secret()))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn sts_refuses_a_scope_google_does_not_know() {
+    let fake = Fake::start();
+    let error = sts(&fake)
+        .exchange_token(
+            &audience(),
+            &SecretString::from(subject_token(true)),
+            "https://www.googleapis.com/auth/no-such-scope",
+            soon(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, GcpError::Api { status: 400, .. }), "{error}");
+    assert_eq!(error.detail().unwrap().reason.as_deref(), Some("invalid_scope"));
+}
+
+#[tokio::test]
+async fn iam_refuses_a_caller_token_without_cloud_platform() {
+    // STS issues a token for any scope it knows; IAM Credentials then needs
+    // cloud-platform (or iam) on the caller's token, as Google does.
+    let fake = Fake::start();
+    let federated = federated_with(&fake, USERINFO_EMAIL_SCOPE).await;
+    let error = iam(&fake)
+        .generate_access_token(
+            ACCOUNT,
+            &[CLOUD_PLATFORM_SCOPE],
+            Duration::from_secs(3600),
+            &federated,
+            soon(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, GcpError::Api { status: 403, .. }), "{error}");
+    let detail = error.detail().unwrap();
+    assert_eq!(detail.reason.as_deref(), Some("ACCESS_TOKEN_SCOPE_INSUFFICIENT"));
+    assert_eq!(detail.status.as_deref(), Some("PERMISSION_DENIED"));
+    // Nor does IAM take a scope Google does not know.
+    let error = iam(&fake)
+        .generate_access_token(
+            ACCOUNT,
+            &["https://www.googleapis.com/auth/no-such-scope"],
+            Duration::from_secs(3600),
+            &federated_with(&fake, CLOUD_PLATFORM_SCOPE).await,
+            soon(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.detail().unwrap().status.as_deref(),
+        Some("INVALID_ARGUMENT"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn only_a_token_with_a_pull_scope_pulls() {
+    let fake = Fake::start();
+    let good = federated_with(&fake, CLOUD_PLATFORM_SCOPE).await;
+    assert_eq!(pull_status(&fake, &good).await, 200);
+    let impersonated = iam(&fake)
+        .generate_access_token(
+            ACCOUNT,
+            &[USERINFO_EMAIL_SCOPE],
+            Duration::from_secs(600),
+            &good,
+            soon(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(pull_status(&fake, impersonated.secret()).await, 403);
+    assert_eq!(
+        pull_status(&fake, &federated_with(&fake, USERINFO_EMAIL_SCOPE).await).await,
+        403
+    );
+    assert_eq!(pull_status(&fake, &SecretString::from("ya29.never-issued")).await, 401);
+}

@@ -64,9 +64,10 @@ fn keys(answer: &Value) -> Vec<String> {
     answer["auth"].as_object().unwrap().keys().cloned().collect()
 }
 
-/// Every key carries `_token` and a password starting with `prefix`; the
+/// Every key carries `_token` and a password starting with `prefix`, and
+/// the fake's registry lets that pull (the token has a pull scope); the
 /// password is returned.
-fn token_of(answer: &Value, prefix: &str) -> String {
+fn token_of(fake: &GcpFake, answer: &Value, prefix: &str) -> String {
     let auth = answer["auth"].as_object().unwrap();
     let first = auth.values().next().unwrap()["password"].as_str().unwrap().to_owned();
     for (key, entry) in auth {
@@ -74,7 +75,33 @@ fn token_of(answer: &Value, prefix: &str) -> String {
         assert_eq!(entry["password"], first.as_str(), "{key}");
     }
     assert!(first.starts_with(prefix), "{first}");
+    let (status, body) = pull(fake, "_token", &first);
+    assert_eq!(status, 200, "the registry refused the pull: {body}");
     first
+}
+
+/// A pull's token request at the fake's registry (`GET /v2/token`) with
+/// Basic `username:password`, as `docker pull` sends kubelet's credentials:
+/// its status and body.
+fn pull(fake: &GcpFake, username: &str, password: &str) -> (u16, String) {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", fake.port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /v2/token?scope=repository:demo-project/apps/web:pull&service=us-docker.pkg.dev HTTP/1.0\r\n\
+         Authorization: Basic {basic}\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap();
+    (status, body.to_owned())
 }
 
 fn closed_port() -> u16 {
@@ -103,7 +130,7 @@ fn node_flow_answers_with_the_default_service_accounts_token() {
                 "us-docker.pkg.dev"
             ]
         );
-        token_of(&answer, "ya29.metadata-");
+        token_of(&fake, &answer, "ya29.metadata-");
         // The token's remaining validity (3599s) less the 1m margin.
         let cache = go_seconds(answer["cacheDuration"].as_str().unwrap());
         assert!((3599 - 60 - 10..3599).contains(&cache), "{cache}");
@@ -317,7 +344,7 @@ fn workload_identity_exchanges_the_pods_token_at_sts() {
     let answer = success("federated", &out);
     assert_eq!(answer["cacheKeyType"], "Registry");
     assert_eq!(keys(&answer).len(), 5);
-    token_of(&answer, "ya29.federated-");
+    token_of(&fake, &answer, "ya29.federated-");
     let cache = go_seconds(answer["cacheDuration"].as_str().unwrap());
     assert!((3600 - 60 - 10..3600).contains(&cache), "{cache}");
     assert_eq!(fake.requests(STS), 1);
@@ -332,7 +359,7 @@ fn workload_identity_exchanges_the_pods_token_at_sts() {
         &["--sts-audience", &audience],
         &pod_request(Some(&token), json!({OPT_IN: "true"})),
     );
-    token_of(&success("audience", &out), "ya29.federated-");
+    token_of(&fake, &success("audience", &out), "ya29.federated-");
 }
 
 #[test]
@@ -348,7 +375,7 @@ fn workload_identity_impersonates_the_annotated_google_service_account() {
         let mut args = WORKLOAD_IDENTITY.to_vec();
         args.extend(allowed);
         let answer = success("impersonated", &run_gcp(&fake, &[], &args, &stdin));
-        token_of(&answer, "ya29.impersonated-");
+        token_of(&fake, &answer, "ya29.impersonated-");
         let cache = go_seconds(answer["cacheDuration"].as_str().unwrap());
         assert!((3600 - 60 - 10..3600).contains(&cache), "{cache}");
     }
@@ -393,12 +420,14 @@ fn impersonation_is_limited_to_allowed_keys_and_accounts() {
         json!({OPT_IN: "true", "example.com/gcp-service-account": GSA}),
     );
     token_of(
+        &fake,
         &success("other key", &run_gcp(&fake, &[], &WORKLOAD_IDENTITY, &stdin)),
         "ya29.federated-",
     );
     let mut custom = WORKLOAD_IDENTITY.to_vec();
     custom.extend(["--service-account-annotation", "example.com/gcp-service-account"]);
     token_of(
+        &fake,
         &success("custom key", &run_gcp(&fake, &[], &custom, &stdin)),
         "ya29.impersonated-",
     );
@@ -406,6 +435,7 @@ fn impersonation_is_limited_to_allowed_keys_and_accounts() {
     // Without the opt-in, a named account is not used: the node pulls.
     let stdin = pod_request(Some(&token), json!({GSA_KEY: GSA}));
     token_of(
+        &fake,
         &success("no opt-in", &run_gcp(&fake, &[], &WORKLOAD_IDENTITY, &stdin)),
         "ya29.metadata-",
     );

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A fake of Google Cloud's APIs the suite calls, for tests: the GCE
 metadata server, Compute Engine disks.get and regionDisks.get, Security
-Token Service (STS) token exchange and IAM Credentials generateAccessToken.
+Token Service (STS) token exchange, IAM Credentials generateAccessToken,
+and a registry's Docker token endpoint (what a pull does with a token).
 
 Written from Google's documented APIs (the metadata server's
 computeMetadata/v1 paths, the Compute v1 REST reference, the STS v1 and
@@ -42,14 +43,26 @@ What it enforces, as the real services do:
     (insufficientPermissions); a project in denied_projects is 403 with
     Google's `forbidden` error body; an absent disk is 404 `notFound`.
   - STS: grant_type, requested_token_type and subject_token_type as
-    documented; an unknown audience is `invalid_target`; a subject token not
+    documented; `scope` required, each scope one Google knows (KNOWN_SCOPES;
+    400 `invalid_scope` otherwise, as STS refuses a malformed scope), the
+    federated token carrying the scopes asked for; an unknown audience is
+    `invalid_target`; a subject token not
     in subject_tokens is `invalid_grant`, and with echo_subject_token its
     description quotes the token (as a careless server might), so that the
     tests prove the client cuts it out.
-  - IAM Credentials: a bearer token this fake issued; an account not in
-    service_accounts is 403 PERMISSION_DENIED with an ErrorInfo reason
-    IAM_PERMISSION_DENIED; `scope` a non-empty list and `lifetime` "<n>s" up
-    to max_lifetime (400 INVALID_ARGUMENT otherwise).
+  - IAM Credentials: a bearer token this fake issued, whose scopes include
+    cloud-platform or iam (403 PERMISSION_DENIED, ErrorInfo reason
+    ACCESS_TOKEN_SCOPE_INSUFFICIENT otherwise, as Google refuses a token
+    without the API's scopes); an account not in service_accounts is 403
+    PERMISSION_DENIED with an ErrorInfo reason IAM_PERMISSION_DENIED; `scope`
+    a non-empty list of known scopes and `lifetime` "<n>s" up to max_lifetime
+    (400 INVALID_ARGUMENT otherwise); the token carries the scopes asked for.
+  - Registry (`GET /v2/token`, Artifact Registry's and Container Registry's
+    Docker token endpoint): Basic `_token` (or `oauth2accesstoken`) and an
+    unexpired token this fake issued (401 otherwise) whose scopes can pull:
+    cloud-platform(.read-only) or devstorage.* (403 DENIED otherwise), so a
+    test can pull with what the credential provider answered. The refusals'
+    texts are our own.
 
 "documents": {"/path": "body", or {"body": "...", "repeat": N, "status": 200}} are
 served to plain GETs of those paths (no Metadata-Flavor needed): a Docker config
@@ -64,6 +77,7 @@ each one before the token is exchanged.
 
 usage: gcp_server.py SCENARIO.json
 """
+import base64
 import json
 import re
 import time
@@ -76,8 +90,18 @@ from fakebase import LOCK, FakeHandler, serve
 METADATA_ROOT = "/computeMetadata/v1/"
 COMPUTE_URL = "https://www.googleapis.com/compute/v1/"
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-COMPUTE_SCOPES = {CLOUD_PLATFORM, "https://www.googleapis.com/auth/compute",
-                  "https://www.googleapis.com/auth/compute.readonly"}
+SCOPE_BASE = "https://www.googleapis.com/auth/"
+COMPUTE_SCOPES = {CLOUD_PLATFORM, SCOPE_BASE + "compute", SCOPE_BASE + "compute.readonly"}
+# What a caller's token needs to call IAM Credentials (its discovery document's scopes).
+IAM_SCOPES = {CLOUD_PLATFORM, SCOPE_BASE + "iam"}
+# Scopes that let a token pull from Artifact Registry or Container Registry.
+PULL_SCOPES = {CLOUD_PLATFORM, SCOPE_BASE + "cloud-platform.read-only", SCOPE_BASE + "devstorage.read_only",
+               SCOPE_BASE + "devstorage.read_write", SCOPE_BASE + "devstorage.full_control"}
+# Google OAuth 2.0 scopes this fake knows ("OAuth 2.0 Scopes for Google APIs"): a scope
+# outside it is refused as Google refuses a scope it does not know (STS: invalid_scope).
+KNOWN_SCOPES = COMPUTE_SCOPES | IAM_SCOPES | PULL_SCOPES | {
+    SCOPE_BASE + name for name in ("userinfo.email", "logging.write", "monitoring.write", "monitoring",
+                                   "trace.append", "servicecontrol", "service.management.readonly")}
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
 JWT = "urn:ietf:params:oauth:token-type:jwt"
@@ -94,13 +118,13 @@ def issue(kind, lifetime, scopes):
     return token
 
 
-def google_error(code, status, message, reason=None, info_reason=None):
+def google_error(code, status, message, reason=None, info_reason=None, info_domain="iam.googleapis.com"):
     error = {"code": code, "message": message, "status": status}
     if reason:
         error["errors"] = [{"message": message, "domain": "global", "reason": reason}]
     if info_reason:
         error["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                             "reason": info_reason, "domain": "iam.googleapis.com"}]
+                             "reason": info_reason, "domain": info_domain}]
     return {"error": error}
 
 
@@ -142,6 +166,8 @@ class Handler(FakeHandler):
             return self.metadata(path[len(METADATA_ROOT):], parse_qs(url.query))
         if path.startswith("/compute/v1/"):
             return self.compute(path[len("/compute/v1/"):])
+        if path == "/v2/token":
+            return self.registry_token(parse_qs(url.query))
         if path in self.scenario.get("documents", {}):
             return self.document(self.scenario["documents"][path])
         return self.reply(404, google_error(404, "NOT_FOUND", f"no such path {path}"))
@@ -281,6 +307,34 @@ class Handler(FakeHandler):
             answer["type"] = f"{prefix}regions/{location}/diskTypes/pd-balanced"
         return answer
 
+    # --- Artifact Registry / Container Registry --------------------------------
+
+    def registry_token(self, query):
+        """The Docker registry token endpoint (`GET /v2/token?scope=repository:R:pull&service=S`)
+        as a pull after `docker login -u _token` meets it: Basic credentials whose user is
+        `_token` or `oauth2accesstoken` and whose password is an unexpired token this fake
+        issued; the token must carry a pull scope (cloud-platform or devstorage). The
+        refusals' texts are our own."""
+        def denied(status, code, message):
+            return self.reply(status, {"errors": [{"code": code, "message": message}]},
+                              headers=[("Www-Authenticate", 'Basic realm="fake registry"')] if status == 401 else ())
+        auth = self.headers.get("Authorization", "")
+        try:
+            user, _, password = base64.b64decode(auth[len("Basic "):], validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            user, password = "", ""
+        if not auth.startswith("Basic ") or user not in ("_token", "oauth2accesstoken"):
+            return denied(401, "UNAUTHORIZED", "Unauthenticated request: Basic credentials of _token are required.")
+        with LOCK:
+            expires, scopes = ISSUED.get(password, (0, set()))
+        if expires <= time.time():
+            return denied(401, "UNAUTHORIZED", "The access token is invalid or expired.")
+        repository = query.get("scope", [""])[0]
+        if not scopes & PULL_SCOPES:
+            return denied(403, "DENIED", f"Permission \"artifactregistry.repositories.downloadArtifacts\" denied for "
+                          f"{repository or 'the repository'}: the access token has no pull scope.")
+        return self.reply(200, {"token": issue("registry", 300, []), "expires_in": 300})
+
     # --- STS ----------------------------------------------------------------
 
     def sts(self):
@@ -293,8 +347,13 @@ class Handler(FakeHandler):
             if body.get(field) != want:
                 return self.reply(400, {"error": "invalid_request",
                                         "error_description": f"Invalid value for \"{field}\"."})
-        if not body.get("scope"):
+        scopes = str(body.get("scope") or "").split()
+        if not scopes:
             return self.reply(400, {"error": "invalid_request", "error_description": "\"scope\" is required."})
+        unknown = [s for s in scopes if s not in KNOWN_SCOPES]
+        if unknown:
+            return self.reply(400, {"error": "invalid_scope",
+                                    "error_description": f"The scope {unknown[0]} is invalid."})
         if body.get("audience") != config.get("audience"):
             return self.reply(400, {
                 "error": "invalid_target",
@@ -307,7 +366,7 @@ class Handler(FakeHandler):
             return self.reply(400, {"error": "invalid_grant",
                                     "error_description": f"The subject token {shown} is invalid or expired."})
         lifetime = config.get("expires_in", 3600)
-        token = issue("federated", lifetime, str(body["scope"]).split())
+        token = issue("federated", lifetime, scopes)
         return self.reply(200, {"access_token": token, "issued_token_type": ACCESS_TOKEN,
                                 "token_type": "Bearer", "expires_in": lifetime})
 
@@ -324,12 +383,20 @@ class Handler(FakeHandler):
 
     def generate_access_token(self, account):
         config = self.scenario.get("iam", {})
-        if self.bearer() is None:
+        caller = self.bearer()
+        if caller is None:
             return self.reply(401, UNAUTHENTICATED)
+        if not caller & IAM_SCOPES:
+            return self.reply(403, google_error(
+                403, "PERMISSION_DENIED", "Request had insufficient authentication scopes.",
+                info_reason="ACCESS_TOKEN_SCOPE_INSUFFICIENT", info_domain="googleapis.com"))
         body = self.body_json()
         scopes = body.get("scope") if isinstance(body, dict) else None
         if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) for s in scopes):
             return self.reply(400, google_error(400, "INVALID_ARGUMENT", "Scope required."))
+        unknown = [s for s in scopes if s not in KNOWN_SCOPES]
+        if unknown:
+            return self.reply(400, google_error(400, "INVALID_ARGUMENT", f"Invalid scope: {unknown[0]}."))
         lifetime = re.fullmatch(r"(\d+)s", str(body.get("lifetime", "3600s")))
         if not lifetime or not 1 <= int(lifetime.group(1)) <= config.get("max_lifetime", 3600):
             return self.reply(400, google_error(400, "INVALID_ARGUMENT", "Invalid lifetime."))
