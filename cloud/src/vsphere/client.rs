@@ -21,8 +21,16 @@ use super::placement::{HostLabels, labels_of};
 use super::soap::{self, DatastoreMounts, Entity, MoRef, Page, Parsed, ServiceContent};
 use super::tagging;
 
-/// Far above any answer the lookup asks for (an inventory's datastores and mounts).
-const MAX_ANSWER: usize = 32 << 20;
+/// A tagging (REST) answer: the tags of a datastore's hosts and their ancestors (about
+/// 150 bytes an object) fit many times over. SOAP answers: [`soap::MAX_ANSWER_BYTES`].
+const MAX_REST_ANSWER: usize = 1 << 20;
+/// How many vCenter answers the process reads and parses at once, over all clients:
+/// each holds its bytes (at most [`soap::MAX_ANSWER_BYTES`]) and roxmltree's tree of
+/// them (a few times that), so this bounds their memory; SOAP answers are parsed on
+/// a blocking thread, so that no answer holds an async worker (reviews that need no
+/// lookup go on). A lookup waiting here waits within its deadline.
+pub const PARSE_CONCURRENCY: usize = 2;
+static PARSING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(PARSE_CONCURRENCY);
 /// vSphere 6.5's API: the first with `VcenterVStorageObjectManager`, answered by every
 /// vCenter the CSI driver supports.
 const SOAP_ACTION: &str = "urn:vim25/6.5";
@@ -169,14 +177,16 @@ impl VcenterClient {
         }
     }
 
-    /// One SOAP request: the answer's text (faults come with HTTP 500) and the session
-    /// cookie it set, if any.
-    async fn post_soap(
+    /// One SOAP request: its answer (faults come with HTTP 500) as `parse` reads it, on
+    /// a blocking thread holding one of [`PARSE_CONCURRENCY`] places from the first
+    /// byte of the body read to the end of parsing; and the session cookie it set, if any.
+    async fn post_soap<T: Send + 'static>(
         &self,
         call: &'static str,
         cookie: Option<&SecretString>,
         body: String,
-    ) -> Result<(String, Option<SecretString>), VsphereError> {
+        parse: fn(&str) -> Result<T, Parsed>,
+    ) -> Result<(Result<T, Parsed>, Option<SecretString>), VsphereError> {
         let mut request = self
             .http
             .post(self.url("sdk"))
@@ -202,19 +212,27 @@ impl VcenterClient {
             let value = cookie.expose_secret();
             self.remember(value.split_once('=').map_or(value, |(_, value)| value));
         }
-        let body = crate::http::read_body(response, MAX_ANSWER)
+        // Never closed: `None` would only mean no place to wait for.
+        let permit = PARSING.acquire().await.ok();
+        let body = crate::http::read_body(response, soap::MAX_ANSWER_BYTES)
             .await
             .map_err(|e| self.transport(call, &e))?;
-        let text = String::from_utf8_lossy(&body).into_owned();
-        if status.is_success() || status == reqwest::StatusCode::INTERNAL_SERVER_ERROR {
-            return Ok((text, set_cookie));
+        if !(status.is_success() || status == reqwest::StatusCode::INTERNAL_SERVER_ERROR) {
+            return Err(VsphereError::Status {
+                endpoint: self.endpoint().to_owned(),
+                call,
+                status: status.as_u16(),
+                text: self.clean(&String::from_utf8_lossy(&body)),
+            });
         }
-        Err(VsphereError::Status {
-            endpoint: self.endpoint().to_owned(),
-            call,
-            status: status.as_u16(),
-            text: self.clean(&text),
+        let parsed = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let text = String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+            parse(&text)
         })
+        .await
+        .unwrap_or_else(|e| Err(Parsed::Garbage(format!("parsing the answer failed: {e}"))));
+        Ok((parsed, set_cookie))
     }
 
     async fn soap_session(&self) -> Result<Arc<SoapSession>, VsphereError> {
@@ -223,11 +241,18 @@ impl VcenterClient {
             return Ok(session.clone());
         }
         let call = "RetrieveServiceContent";
-        let (text, _) = self.post_soap(call, None, soap::retrieve_service_content()).await?;
-        let content = soap::parse_service_content(&text).map_err(|p| self.parsed(call, p))?;
+        let (content, _) = self
+            .post_soap(
+                call,
+                None,
+                soap::retrieve_service_content(),
+                soap::parse_service_content,
+            )
+            .await?;
+        let content = content.map_err(|p| self.parsed(call, p))?;
         let body = soap::login(&content.session_manager, &self.user, self.password.expose_secret());
-        let (text, cookie) = self.post_soap("Login", None, body).await?;
-        match soap::parse_ok(&text) {
+        let (login, cookie) = self.post_soap("Login", None, body, soap::parse_ok).await?;
+        match login {
             Ok(()) => {}
             Err(Parsed::Fault(fault)) => {
                 return Err(VsphereError::LoginRefused {
@@ -257,19 +282,19 @@ impl VcenterClient {
 
     /// A SOAP call in the session (logging in first, and again once if vSphere says
     /// the session is gone).
-    async fn soap<T>(
+    async fn soap<T: Send + 'static>(
         &self,
         call: &'static str,
         make: impl Fn(&ServiceContent) -> String,
-        parse: impl Fn(&str) -> Result<T, Parsed>,
+        parse: fn(&str) -> Result<T, Parsed>,
     ) -> Result<T, VsphereError> {
         let mut retried = false;
         loop {
             let session = self.soap_session().await?;
-            let (text, _) = self
-                .post_soap(call, Some(&session.cookie), make(&session.content))
+            let (parsed, _) = self
+                .post_soap(call, Some(&session.cookie), make(&session.content), parse)
                 .await?;
-            match parse(&text) {
+            match parsed {
                 Ok(value) => return Ok(value),
                 Err(Parsed::Fault(fault)) if fault.is_not_authenticated() && !retried => {
                     retried = true;
@@ -280,20 +305,25 @@ impl VcenterClient {
         }
     }
 
-    /// Every page of a `RetrievePropertiesEx`.
-    async fn retrieve_all<T>(
+    /// Every page of a `RetrievePropertiesEx`, within [`soap::Paging`]'s caps.
+    async fn retrieve_all<T: soap::Held + Send + 'static>(
         &self,
         make: impl Fn(&ServiceContent) -> String,
-        parse: impl Fn(&str) -> Result<Page<T>, Parsed> + Copy,
+        parse: fn(&str) -> Result<Page<T>, Parsed>,
     ) -> Result<Vec<T>, VsphereError> {
-        let mut page = self.soap("RetrievePropertiesEx", make, parse).await?;
-        let mut items = std::mem::take(&mut page.items);
-        while let Some(token) = page.token.take() {
-            let next = |c: &ServiceContent| soap::continue_retrieve(&c.property_collector, &token);
-            page = self.soap("ContinueRetrievePropertiesEx", next, parse).await?;
+        let mut call = "RetrievePropertiesEx";
+        let mut paging = soap::Paging::default();
+        let mut page = self.soap(call, make, parse).await?;
+        let mut items = Vec::new();
+        loop {
+            let held = page.items.iter().map(soap::Held::held).sum();
+            let token = paging.next(held, page.token.take()).map_err(|p| self.parsed(call, p))?;
             items.append(&mut page.items);
+            let Some(token) = token else { return Ok(items) };
+            call = "ContinueRetrievePropertiesEx";
+            let next = |c: &ServiceContent| soap::continue_retrieve(&c.property_collector, &token);
+            page = self.soap(call, next, parse).await?;
         }
-        Ok(items)
     }
 
     /// The datastore named `name` and the hosts that mount it.
@@ -461,7 +491,8 @@ impl VcenterClient {
             .await
             .map_err(|e| self.transport(call, &e))?;
         let status = response.status();
-        let body = crate::http::read_body(response, MAX_ANSWER)
+        let _permit = PARSING.acquire().await.ok();
+        let body = crate::http::read_body(response, MAX_REST_ANSWER)
             .await
             .map_err(|e| self.transport(call, &e))?;
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
@@ -532,7 +563,9 @@ impl VcenterClient {
             }
             let response = request.send().await.map_err(|e| self.transport(call, &e))?;
             let status = response.status();
-            let bytes = crate::http::read_body(response, MAX_ANSWER)
+            // JSON is read as it arrives (serde: linear); the place bounds its memory.
+            let _permit = PARSING.acquire().await.ok();
+            let bytes = crate::http::read_body(response, MAX_REST_ANSWER)
                 .await
                 .map_err(|e| self.transport(call, &e))?;
             if status == reqwest::StatusCode::UNAUTHORIZED && !retried {

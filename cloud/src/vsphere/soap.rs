@@ -2,13 +2,32 @@
 //! templates (every value escaped), answers read with roxmltree by local names (vCenter
 //! and govmomi's simulator spell namespaces differently). Pure: no I/O, tested on
 //! answers recorded from the simulator (`tests/data/vsphere/`).
+//!
+//! Every answer is hostile: its bytes, elements, attributes, nesting and namespace
+//! declarations are capped in one linear pass before roxmltree reads it, a page holds
+//! at most the objects asked for, and a retrieval's pages, items and continuation
+//! tokens are capped by [`Paging`]. Each refusal is a [`Parsed::Garbage`] naming its cap.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use roxmltree::{Document, Node};
+use roxmltree::{Document, Node, ParsingOptions};
 
 /// XML Schema instance namespace (`xsi:type`).
 const XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
+
+/// The bytes of one answer: a page of [`MAX_OBJECTS_PER_PAGE`] datastores, each
+/// mounted by hundreds of hosts (about 300 bytes per mount), fits.
+pub const MAX_ANSWER_BYTES: usize = 4 << 20;
+/// The objects one `RetrievePropertiesEx` page may hold: what we ask vCenter for
+/// (`<options><maxObjects>`; vCenter never sends more).
+pub const MAX_OBJECTS_PER_PAGE: usize = 20;
+/// The pages of one retrieval (10,000 objects at [`MAX_OBJECTS_PER_PAGE`]).
+pub const MAX_PAGES: usize = 500;
+/// What one retrieval keeps, over all its pages: objects and datastores' host mounts.
+pub const MAX_ITEMS: usize = 200_000;
+/// A continuation token's bytes (vCenter's are short).
+pub const MAX_TOKEN_BYTES: usize = 1024;
 
 /// A managed object reference: its type and its ID (`HostSystem`, `host-21`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,6 +125,11 @@ pub fn login(session_manager: &MoRef, user: &str, password: &str) -> String {
     ))
 }
 
+/// `RetrieveOptions` asking vCenter for pages of at most [`MAX_OBJECTS_PER_PAGE`].
+fn paged() -> String {
+    format!("<options><maxObjects>{MAX_OBJECTS_PER_PAGE}</maxObjects></options>")
+}
+
 /// `RetrievePropertiesEx` of every datastore's `name` and `host` mounts, by a traversal
 /// from the root folder through folders and each datacenter's datastore folder
 /// (stateless: no view to create and destroy per session).
@@ -118,9 +142,10 @@ pub fn datastores(collector: &MoRef, root: &MoRef) -> String {
          <selectSet><name>folder</name></selectSet><selectSet><name>datacenter</name></selectSet></selectSet>\
          <selectSet xsi:type=\"TraversalSpec\"><name>datacenter</name><type>Datacenter</type><path>datastoreFolder</path><skip>false</skip>\
          <selectSet><name>folder</name></selectSet></selectSet>\
-         </objectSet></specSet><options></options></RetrievePropertiesEx>",
+         </objectSet></specSet>{}</RetrievePropertiesEx>",
         collector.element("_this"),
-        root.element("obj")
+        root.element("obj"),
+        paged()
     ))
 }
 
@@ -139,8 +164,9 @@ pub fn ancestors(collector: &MoRef, objects: &[MoRef]) -> String {
     envelope(&format!(
         "<RetrievePropertiesEx xmlns=\"urn:vim25\">{}<specSet>\
          <propSet><type>ManagedEntity</type><pathSet>name</pathSet><pathSet>parent</pathSet></propSet>\
-         {sets}</specSet><options></options></RetrievePropertiesEx>",
-        collector.element("_this")
+         {sets}</specSet>{}</RetrievePropertiesEx>",
+        collector.element("_this"),
+        paged()
     ))
 }
 
@@ -195,6 +221,67 @@ pub struct Entity {
 pub struct Page<T> {
     pub items: Vec<T>,
     pub token: Option<String>,
+}
+
+/// What a retrieved item keeps, as [`MAX_ITEMS`] counts it.
+pub trait Held {
+    fn held(&self) -> usize;
+}
+
+impl Held for DatastoreMounts {
+    /// The datastore and each host mounting it.
+    fn held(&self) -> usize {
+        1 + self.hosts.len()
+    }
+}
+
+impl Held for Entity {
+    fn held(&self) -> usize {
+        1
+    }
+}
+
+/// The pages of one retrieval: at most [`MAX_PAGES`], [`MAX_ITEMS`] kept over all of
+/// them, and no continuation token twice (vCenter gives each page a new one; a token
+/// again is a retrieval that never ends).
+#[derive(Debug, Default)]
+pub struct Paging {
+    pages: usize,
+    items: usize,
+    tokens: HashSet<String>,
+}
+
+impl Paging {
+    /// Counts a page that keeps `held` items and ends with `token`: the token to ask
+    /// `ContinueRetrievePropertiesEx` with, or `None` when the retrieval is complete.
+    pub fn next(&mut self, held: usize, token: Option<String>) -> ParseResult<Option<String>> {
+        self.pages += 1;
+        self.items = self.items.saturating_add(held);
+        let garbage = |reason: String| Err(Parsed::Garbage(reason));
+        if self.items > MAX_ITEMS {
+            return garbage(format!(
+                "more than {MAX_ITEMS} items (objects and host mounts) in {} pages (the cap per retrieval)",
+                self.pages
+            ));
+        }
+        let Some(token) = token else { return Ok(None) };
+        if self.pages >= MAX_PAGES {
+            return garbage(format!("more than {MAX_PAGES} pages (the cap per retrieval)"));
+        }
+        if token.len() > MAX_TOKEN_BYTES {
+            return garbage(format!(
+                "a continuation token of {} bytes (the cap is {MAX_TOKEN_BYTES})",
+                token.len()
+            ));
+        }
+        if !self.tokens.insert(token.clone()) {
+            return garbage(format!(
+                "page {} repeats the continuation token {token:?}: the retrieval would never end",
+                self.pages
+            ));
+        }
+        Ok(Some(token))
+    }
 }
 
 fn child<'a, 'i>(node: Node<'a, 'i>, name: &str) -> Option<Node<'a, 'i>> {
@@ -253,8 +340,125 @@ fn fault(node: Node<'_, '_>) -> Fault {
     Fault { kind, text }
 }
 
+/// The caps on one vCenter answer's shape, checked in one linear pass before roxmltree
+/// parses it: roxmltree's duplicate-attribute check compares each attribute of an
+/// element with all before it (100,000 attributes: 18 s), a namespace declaration
+/// copies those in scope, and every node costs memory. vCenter's answers (and
+/// govmomi's simulator's) carry at most 4 attributes on an element, nest about 12
+/// deep and declare 2 namespaces per object; a page holds at most
+/// [`MAX_OBJECTS_PER_PAGE`] objects.
+pub const MAX_ATTRIBUTES_PER_ELEMENT: usize = 16;
+/// Elements in one answer (comments, CDATA sections and processing instructions
+/// count as elements): a page of 20 datastores, each mounted by 500 hosts, has about
+/// 80,000. roxmltree keeps each node in about 60 bytes.
+pub const MAX_ELEMENTS: usize = 100_000;
+/// Attributes in one answer (about one per host mount in a page of datastores).
+pub const MAX_ATTRIBUTES: usize = 100_000;
+/// How deep elements nest in one answer.
+pub const MAX_DEPTH: usize = 32;
+/// Namespace declarations (`xmlns`, `xmlns:p`) in one answer.
+pub const MAX_NAMESPACE_DECLARATIONS: usize = 1_000;
+
+/// Refuses an answer beyond the caps above, or with a DTD (roxmltree refuses DTDs too;
+/// refused here so that no entity is ever counted). One pass over the bytes; what it
+/// cannot read as markup is left for roxmltree to refuse, so it only needs to count
+/// correctly on well-formed XML (roxmltree stops at the first malformed byte).
+fn check_shape(xml: &str) -> ParseResult<()> {
+    let garbage = |reason: String| Err(Parsed::Garbage(reason));
+    let bytes = xml.as_bytes();
+    let (mut elements, mut attributes, mut declarations, mut depth) = (0usize, 0usize, 0usize, 0usize);
+    let mut at = 0;
+    while let Some(offset) = bytes[at..].iter().position(|&b| b == b'<') {
+        let start = at + offset;
+        let rest = &xml[start..];
+        let skip_to = |end: &str| rest.find(end).map_or(bytes.len(), |i| start + i + end.len());
+        if rest.starts_with("<!--") {
+            elements += 1;
+            at = skip_to("-->");
+        } else if rest.starts_with("<![CDATA[") {
+            elements += 1;
+            at = skip_to("]]>");
+        } else if rest.starts_with("<!") {
+            return garbage("a DTD or declaration (<!…): vCenter sends none".to_owned());
+        } else if rest.starts_with("<?") {
+            elements += 1;
+            at = skip_to("?>");
+        } else if rest.starts_with("</") {
+            depth = depth.saturating_sub(1);
+            at = skip_to(">");
+        } else {
+            elements += 1;
+            depth += 1;
+            if elements > MAX_ELEMENTS {
+                return garbage(format!("more than {MAX_ELEMENTS} elements (the cap per answer)"));
+            }
+            if depth > MAX_DEPTH {
+                return garbage(format!(
+                    "elements nested deeper than {MAX_DEPTH} elements (the cap per answer)"
+                ));
+            }
+            // The start tag: each `=` outside quotes is an attribute; its name is the
+            // run before it (spaces allowed around `=`).
+            let mut on_element = 0;
+            let mut quote = None;
+            let mut end = bytes.len();
+            for (i, &b) in bytes.iter().enumerate().skip(start + 1) {
+                match (quote, b) {
+                    (Some(q), b) if b == q => quote = None,
+                    (Some(_), _) => {}
+                    (None, b'"' | b'\'') => quote = Some(b),
+                    (None, b'=') => {
+                        on_element += 1;
+                        attributes += 1;
+                        if on_element > MAX_ATTRIBUTES_PER_ELEMENT {
+                            return garbage(format!(
+                                "more than {MAX_ATTRIBUTES_PER_ELEMENT} attributes on one element (the cap per element)"
+                            ));
+                        }
+                        if attributes > MAX_ATTRIBUTES {
+                            return garbage(format!("more than {MAX_ATTRIBUTES} attributes (the cap per answer)"));
+                        }
+                        let before = xml[start + 1..i].trim_end();
+                        let name = before.rsplit(|c: char| c.is_ascii_whitespace()).next().unwrap_or("");
+                        if name == "xmlns" || name.starts_with("xmlns:") {
+                            declarations += 1;
+                            if declarations > MAX_NAMESPACE_DECLARATIONS {
+                                return garbage(format!(
+                                    "more than {MAX_NAMESPACE_DECLARATIONS} namespace declarations (the cap per answer)"
+                                ));
+                            }
+                        }
+                    }
+                    (None, b'>') => {
+                        end = i;
+                        break;
+                    }
+                    (None, _) => {}
+                }
+            }
+            if end > 0 && end < bytes.len() && bytes[end - 1] == b'/' {
+                depth -= 1;
+            }
+            at = (end + 1).min(bytes.len());
+        }
+    }
+    Ok(())
+}
+
 fn parse(xml: &str) -> ParseResult<Document<'_>> {
-    Document::parse(xml).map_err(|e| Parsed::Garbage(format!("not XML: {e}")))
+    if xml.len() > MAX_ANSWER_BYTES {
+        return Err(Parsed::Garbage(format!(
+            "an answer of more than {MAX_ANSWER_BYTES} bytes (the cap per answer)"
+        )));
+    }
+    check_shape(xml)?;
+    // roxmltree's own cap as a second guard: elements, texts (at most two per element:
+    // before its end tag and after it) and the root.
+    let options = ParsingOptions {
+        nodes_limit: u32::try_from(3 * MAX_ELEMENTS + 2).unwrap_or(u32::MAX),
+        ..ParsingOptions::default()
+    };
+    Document::parse_with_options(xml, options).map_err(|e| Parsed::Garbage(format!("not XML: {e}")))
 }
 
 /// Checks an answer whose content is not needed (a fault, or not SOAP, is the error).
@@ -288,7 +492,12 @@ fn objects<'a, 'i>(doc: &'a Document<'i>) -> ParseResult<(Vec<Node<'a, 'i>>, Opt
         return Ok((Vec::new(), None));
     };
     let token = child(returnval, "token").map(|t| text(t).to_owned());
-    let objects: Vec<_> = children(returnval, "objects").collect();
+    let objects: Vec<_> = children(returnval, "objects").take(MAX_OBJECTS_PER_PAGE + 1).collect();
+    if objects.len() > MAX_OBJECTS_PER_PAGE {
+        return Err(Parsed::Garbage(format!(
+            "a page of more than the {MAX_OBJECTS_PER_PAGE} objects per page asked for (maxObjects)"
+        )));
+    }
     for object in &objects {
         for missing in children(*object, "missingSet") {
             let inner = child(missing, "fault").and_then(|f| f.children().find(Node::is_element));
@@ -455,5 +664,147 @@ mod tests {
     fn a_first_class_disks_datastore() {
         let datastore = parse_vstorage_datastore(&fixture("vstorage-object.xml")).expect("parsed");
         assert_eq!(datastore, MoRef::new("Datastore", "datastore-92"));
+    }
+
+    /// A `RetrievePropertiesEx` answer whose `returnval` holds `inner`.
+    fn retrieve_answer(inner: &str) -> String {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><soapenv:Envelope \
+             xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" \
+             xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"><soapenv:Body>\
+             <RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval>{inner}</returnval>\
+             </RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>"
+        )
+    }
+
+    fn refused(xml: &str) -> String {
+        match parse_datastores(xml) {
+            Err(Parsed::Garbage(reason)) => reason,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn many_attributes_on_one_element_are_refused_at_once() {
+        // Issue 24 D1: 1 MiB, 100,000 attributes on one element took roxmltree 18 s
+        // (its duplicate-attribute check compares each attribute with all before it).
+        let attributes: String = (0..100_000).map(|i| format!(" a{i}=\"\"")).collect();
+        let xml = retrieve_answer(&format!("<objects{attributes}/>"));
+        let started = std::time::Instant::now();
+        let reason = refused(&xml);
+        assert!(reason.contains("more than 16 attributes on one element"), "{reason}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        // Namespace declarations are attributes too.
+        let declarations: String = (0..17).map(|i| format!(" xmlns:p{i}=\"urn:p{i}\"")).collect();
+        let reason = refused(&retrieve_answer(&format!("<objects{declarations}/>")));
+        assert!(reason.contains("more than 16 attributes on one element"), "{reason}");
+    }
+
+    #[test]
+    fn elements_attributes_nesting_and_namespaces_are_capped() {
+        // Issue 24 D2: a page of empty objects (28.6 MiB reached 340 MiB).
+        let reason = refused(&retrieve_answer(&"<x/>".repeat(MAX_ELEMENTS)));
+        assert!(
+            reason.contains(&format!("more than {MAX_ELEMENTS} elements")),
+            "{reason}"
+        );
+        let reason = refused(&retrieve_answer(&"<x a=\"\" b=\"\"/>".repeat(MAX_ATTRIBUTES / 2 + 1)));
+        assert!(
+            reason.contains(&format!("more than {MAX_ATTRIBUTES} attributes")),
+            "{reason}"
+        );
+        let reason = refused(&" ".repeat(MAX_ANSWER_BYTES + 1));
+        assert!(
+            reason.contains(&format!("more than {MAX_ANSWER_BYTES} bytes")),
+            "{reason}"
+        );
+        let deep = format!("{}{}", "<x>".repeat(40), "</x>".repeat(40));
+        let reason = refused(&retrieve_answer(&deep));
+        assert!(reason.contains("nested deeper than 32 elements"), "{reason}");
+        let declaring = "<x xmlns:p=\"urn:p\"/>".repeat(1_001);
+        let reason = refused(&retrieve_answer(&declaring));
+        assert!(reason.contains("more than 1000 namespace declarations"), "{reason}");
+        let reason = refused("<!DOCTYPE x [<!ENTITY a \"b\">]><x/>");
+        assert!(reason.contains("a DTD"), "{reason}");
+        // What the caps count is markup: the same characters in text, comments,
+        // CDATA, processing instructions and attribute values are no elements.
+        let lookalikes = "<!-- <x a='1'> <x> --><![CDATA[<x><x><x>]]><?pi <x>?>";
+        let quoted: String = (0..40).map(|_| "<y v=\"&lt;x>\" w='>'/>").collect();
+        let page = parse_datastores(&retrieve_answer(&format!("{lookalikes}{quoted}"))).expect("parsed");
+        assert!(page.items.is_empty());
+    }
+
+    #[test]
+    fn more_objects_than_asked_for_are_refused() {
+        let object = "<objects><obj type=\"Datastore\">d</obj></objects>";
+        let page = parse_datastores(&retrieve_answer(&object.repeat(20))).expect("parsed");
+        assert_eq!(page.items.len(), 20);
+        let reason = refused(&retrieve_answer(&object.repeat(21)));
+        assert!(
+            reason.contains("more than the 20 objects per page asked for"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn retrievals_ask_for_pages_of_the_objects_a_page_may_hold() {
+        let collector = MoRef::new("PropertyCollector", "pc");
+        let asked = format!("<options><maxObjects>{MAX_OBJECTS_PER_PAGE}</maxObjects></options>");
+        let bodies = [
+            datastores(&collector, &MoRef::new("Folder", "group-d1")),
+            ancestors(&collector, &[MoRef::new("HostSystem", "host-1")]),
+        ];
+        for body in bodies {
+            assert!(body.contains(&asked), "{body}");
+            Document::parse(&body).expect("well-formed");
+        }
+    }
+
+    #[test]
+    fn paging_ends_refuses_a_repeated_token_and_is_capped() {
+        let mut paging = Paging::default();
+        assert_eq!(paging.next(3, Some("1".into())), Ok(Some("1".into())));
+        assert_eq!(paging.next(3, Some("2".into())), Ok(Some("2".into())));
+        assert_eq!(paging.next(3, None), Ok(None));
+        // Issue 24 D2: the same token every time paged until the deadline (218 MiB in 2 s).
+        let mut paging = Paging::default();
+        assert_eq!(paging.next(1, Some("same".into())), Ok(Some("same".into())));
+        let Err(Parsed::Garbage(reason)) = paging.next(1, Some("same".into())) else {
+            panic!("a repeated token")
+        };
+        assert!(
+            reason.contains("page 2 repeats the continuation token \"same\""),
+            "{reason}"
+        );
+        // A new token on every page: the pages are capped.
+        let mut paging = Paging::default();
+        let ended = (0..MAX_PAGES + 1).find_map(|i| paging.next(0, Some(i.to_string())).err());
+        let Some(Parsed::Garbage(reason)) = ended else {
+            panic!("pages are capped")
+        };
+        assert!(reason.contains(&format!("more than {MAX_PAGES} pages")), "{reason}");
+        // Items over all pages, however few per page.
+        let mut paging = Paging::default();
+        assert_eq!(paging.next(MAX_ITEMS, Some("a".into())), Ok(Some("a".into())));
+        let Err(Parsed::Garbage(reason)) = paging.next(1, None) else {
+            panic!("items are capped")
+        };
+        assert!(reason.contains(&format!("more than {MAX_ITEMS} items")), "{reason}");
+        let mut paging = Paging::default();
+        let Err(Parsed::Garbage(reason)) = paging.next(0, Some("t".repeat(MAX_TOKEN_BYTES + 1))) else {
+            panic!("a long token")
+        };
+        assert!(reason.contains("continuation token of 1025 bytes"), "{reason}");
+        // What a page keeps: each datastore with its host mounts.
+        let page = parse_datastores(&fixture("datastores.xml")).expect("parsed");
+        let held: usize = page.items.iter().map(Held::held).sum();
+        assert_eq!(
+            held,
+            page.items.len() + page.items.iter().map(|d| d.hosts.len()).sum::<usize>()
+        );
     }
 }
