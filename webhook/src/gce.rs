@@ -11,8 +11,15 @@
 //! the disk is not there, the configured region and every configured zone are asked at
 //! once. Found in exactly one place is the answer; in several (one name in two zones, or
 //! a regional and a zonal disk of one name) is an error, never a guess.
+//!
+//! A search is bounded whatever Compute answers: at most [`MAX_REGION_ZONES`] zones (a
+//! longer or foreign list from `regions.get` is refused), [`CALLS_PER_LOOKUP`] calls of
+//! one lookup in flight at once and [`CALLS_IN_TOTAL`] of all lookups together, each
+//! waiting for its turn within the lookup's deadline. The zone list is kept for
+//! [`ZONE_LIST_TTL`] (see [`ZoneList`]).
 
 mod place;
+mod zones;
 
 use std::fmt;
 use std::sync::Arc;
@@ -20,19 +27,31 @@ use std::time::{Duration, Instant};
 
 use cloud_access::SecureEndpoint;
 use cloud_access::gcp::{CachedTokenSource, ComputeClient, Disk, GceMetadata, GcpError};
-use tokio::sync::OnceCell;
+use tokio::sync::{Mutex, OnceCell, Semaphore};
 use tokio::task::JoinSet;
 
 pub use self::place::{
     DiskRef, GceScope, Hint, Place, ScopeError, ScopeSetting, Search, UNSPECIFIED, cache_key, conclude, disk_ref,
     topology_of,
 };
+pub use self::zones::{ZONE_LIST_TTL, ZoneList, ZonesNow};
 use crate::lookup::LookupError;
 use crate::source::VolumeIdentity;
 use crate::topology::Topology;
+pub use cloud_access::gcp::MAX_REGION_ZONES;
 
 /// The lookup's name: audit annotations, messages and metrics.
 pub const NAME: &str = "gce";
+
+/// Compute calls one lookup has in flight at once. A search asks the region and each of
+/// its zones (a real region: 4 or 5 calls, all at once); the most, 1 + 16 zones, take
+/// three turns.
+pub const CALLS_PER_LOOKUP: usize = 8;
+
+/// Compute calls in flight at once, all lookups together (one `GceLookup` serves every
+/// review): four full-width searches. Each holds one connection, so the connections to
+/// Compute stay about this many however many reviews come at once.
+pub const CALLS_IN_TOTAL: usize = 32;
 
 /// How errors tell the operator to change what the lookup looks in (the program's
 /// flags); the library names none.
@@ -62,11 +81,16 @@ pub struct GceLookup {
     compute: ComputeClient,
     metadata: GceMetadata,
     scope: GceScope,
-    /// What the scope leaves to the metadata server or Compute, learned once (a failure
-    /// is not kept: the next lookup asks again).
+    /// What the scope leaves to the metadata server, learned once (a failure is not
+    /// kept: the next lookup asks again).
     project: OnceCell<String>,
     region: OnceCell<String>,
-    zones: OnceCell<Vec<String>>,
+    /// The region's zones from `regions.get` (one region per lookup: the scope's or the
+    /// metadata server's); the lock makes one refresh serve every lookup waiting.
+    zone_list: Mutex<Option<ZoneList>>,
+    zone_list_ttl: Duration,
+    /// Places among the Compute calls in flight, all lookups together.
+    calls: Arc<Semaphore>,
     deadline: Duration,
     hints: GceHints,
 }
@@ -106,7 +130,9 @@ impl GceLookup {
             scope,
             project: OnceCell::new(),
             region: OnceCell::new(),
-            zones: OnceCell::new(),
+            zone_list: Mutex::new(None),
+            zone_list_ttl: ZONE_LIST_TTL,
+            calls: Arc::new(Semaphore::new(CALLS_IN_TOTAL)),
             deadline,
             hints: GceHints::default(),
         }
@@ -119,15 +145,21 @@ impl GceLookup {
         self
     }
 
+    /// How long the zone list from `regions.get` is used before it is asked again
+    /// ([`ZONE_LIST_TTL`] unless set).
+    #[must_use]
+    pub fn with_zone_list_ttl(mut self, ttl: Duration) -> Self {
+        self.zone_list_ttl = ttl;
+        self
+    }
+
     async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
         let deadline = Instant::now() + self.deadline;
         let disk = match disk_ref(volume).ok_or(LookupError::NotFound)? {
             DiskRef::Regional { project, region, name } => {
                 let project = self.project(project).await?;
-                self.compute
-                    .region_disk(&project, region, name, deadline)
-                    .await
-                    .map_err(|e| self.refused(e))?
+                let call = self.compute.region_disk(&project, region, name, deadline);
+                self.in_turn(deadline, call).await.map_err(|e| self.refused(e))?
             }
             DiskRef::Unplaced { project, name } => {
                 let project = self.project(project).await?;
@@ -149,7 +181,10 @@ impl GceLookup {
         let mut tried = None;
         if let Some(hint) = hint {
             let place = hint.place();
-            match get(&self.compute, project, &place, name, deadline).await {
+            match self
+                .in_turn(deadline, get(&self.compute, project, &place, name, deadline))
+                .await
+            {
                 Ok(disk) => return Ok(disk),
                 Err(error) if error.is_not_found() => tried = Some(place),
                 Err(error) => return Err(self.refused(error)),
@@ -161,10 +196,21 @@ impl GceLookup {
             .chain(zones.into_iter().map(Place::Zone))
             .filter(|place| Some(place) != tried.as_ref())
             .collect();
+        // Dropped with the lookup (its deadline), the set aborts the calls not yet done.
         let mut calls = JoinSet::new();
+        let this_lookup = Arc::new(Semaphore::new(CALLS_PER_LOOKUP));
+        let endpoint = cloud_access::http::shown_url(self.compute.base());
         for (index, place) in places.iter().cloned().enumerate() {
+            let turns = Turns {
+                this_lookup: Some(this_lookup.clone()),
+                all: self.calls.clone(),
+                endpoint: endpoint.clone(),
+            };
             let (compute, project, name) = (self.compute.clone(), project.to_owned(), name.to_owned());
-            calls.spawn(async move { (index, get(&compute, &project, &place, &name, deadline).await) });
+            calls.spawn(async move {
+                let call = get(&compute, &project, &place, &name, deadline);
+                (index, turns.run(deadline, call).await)
+            });
         }
         let mut answers: Vec<Option<Result<Disk, GcpError>>> = places.iter().map(|_| None).collect();
         while let Some(joined) = calls.join_next().await {
@@ -228,22 +274,55 @@ impl GceLookup {
         })
     }
 
-    /// The configured zones, else every zone of `region` (Compute `regions.get`).
+    /// The configured zones, else every zone of `region` (Compute `regions.get`), as
+    /// [`ZoneList::now`] says: the kept list while fresh, else asked again (one call for
+    /// every lookup waiting), the old list standing in for a failed refresh for a while.
     async fn zones(&self, project: &str, region: &str, deadline: Instant) -> Result<Vec<String>, LookupError> {
         if !self.scope.zones.is_empty() {
             return Ok(self.scope.zones.clone());
         }
-        self.zones
-            .get_or_try_init(|| self.compute.region_zones(project, region, deadline))
+        let mut list = tokio::time::timeout_at(deadline.into(), self.zone_list.lock())
             .await
-            .cloned()
-            .map_err(|e| match e {
-                GcpError::Deadline { url, .. } => LookupError::timed_out(self.deadline, Some(url)),
-                e => LookupError::Failed(format!(
-                    "cannot list the zones of region {region}: {e} ({})",
+            .map_err(|_| LookupError::timed_out(self.deadline, self.shown_endpoint()))?;
+        let stale = match ZoneList::now(list.as_ref(), Instant::now(), self.zone_list_ttl) {
+            ZonesNow::Fresh(zones) => return Ok(zones.to_vec()),
+            ZonesNow::Refresh { stale } => stale.map(<[String]>::to_vec),
+        };
+        let call = self.compute.region_zones(project, region, deadline);
+        match self.in_turn(deadline, call).await {
+            Ok(zones) => {
+                *list = Some(ZoneList::new(zones.clone(), Instant::now()));
+                Ok(zones)
+            }
+            Err(GcpError::Deadline { url, .. }) => Err(LookupError::timed_out(self.deadline, Some(url))),
+            Err(error) => match stale {
+                Some(zones) => {
+                    tracing::warn!(
+                        "keeping the zones of region {region} listed over {:?} ago: {error}",
+                        self.zone_list_ttl
+                    );
+                    Ok(zones)
+                }
+                None => Err(LookupError::Failed(format!(
+                    "cannot list the zones of region {region}: {error} ({})",
                     self.hints.location
-                )),
-            })
+                ))),
+            },
+        }
+    }
+
+    /// `call` in its turn among every lookup's calls.
+    async fn in_turn<T>(
+        &self,
+        deadline: Instant,
+        call: impl Future<Output = Result<T, GcpError>>,
+    ) -> Result<T, GcpError> {
+        let turns = Turns {
+            this_lookup: None,
+            all: self.calls.clone(),
+            endpoint: cloud_access::http::shown_url(self.compute.base()),
+        };
+        turns.run(deadline, call).await
     }
 
     fn refused(&self, error: GcpError) -> LookupError {
@@ -262,6 +341,39 @@ impl GceLookup {
             _ => "",
         };
         LookupError::Failed(format!("{error}{advice}"))
+    }
+}
+
+/// The places a Compute call waits for: one of its lookup's (a search's), when given,
+/// then one of every lookup's together.
+struct Turns {
+    this_lookup: Option<Arc<Semaphore>>,
+    all: Arc<Semaphore>,
+    /// Compute's base URL as shown, named when the deadline comes before a turn.
+    endpoint: String,
+}
+
+impl Turns {
+    /// `call` once both places are held (released when it ends); the wait counts
+    /// against `deadline`, as the call's own time does.
+    async fn run<T>(&self, deadline: Instant, call: impl Future<Output = Result<T, GcpError>>) -> Result<T, GcpError> {
+        let waited = Instant::now();
+        let turn = async {
+            // Neither semaphore is ever closed: `acquire` cannot fail.
+            let mine = match &self.this_lookup {
+                Some(places) => places.acquire().await.ok(),
+                None => None,
+            };
+            (mine, self.all.acquire().await.ok())
+        };
+        let Ok(_held) = tokio::time::timeout_at(deadline.into(), turn).await else {
+            return Err(GcpError::Deadline {
+                service: "compute",
+                url: self.endpoint.clone(),
+                after: waited.elapsed(),
+            });
+        };
+        call.await
     }
 }
 

@@ -497,3 +497,21 @@ fn bad_settings_are_refused_at_start_up() {
     let error = start(&[], "http://127.0.0.1:9/");
     assert!(error.contains("GCE_METADATA_HOST"), "{error}");
 }
+
+#[tokio::test]
+async fn the_zone_list_is_asked_again_after_its_ttl() {
+    let fake = start(|_| {});
+    let lookup = lookup(&fake, Duration::from_secs(5)).with_zone_list_ttl(Duration::from_millis(800));
+    let unplaced = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-b");
+    lookup.lookup(&unplaced).await.unwrap();
+    lookup.lookup(&unplaced).await.unwrap();
+    assert_eq!(fake.requests(REGIONS_GET), 1, "within its TTL the list is kept");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let topology = lookup.lookup(&unplaced).await.unwrap();
+    assert_eq!(topology.zones(), ["us-central1-b"]);
+    assert_eq!(
+        fake.requests(REGIONS_GET),
+        2,
+        "past its TTL the list is asked for again"
+    );
+}
