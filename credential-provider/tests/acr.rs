@@ -192,6 +192,70 @@ fn custom_clouds_add_their_registry_suffix() {
     assert_eq!(fake.requests("GET /metadata/endpoints"), 1);
 }
 
+/// The service-principal config of `custom_clouds_add_their_registry_suffix`
+/// (cloud AzureStackDemo, ARM at the fake), written to `dir`.
+fn custom_cloud_config(dir: &std::path::Path) -> String {
+    let config = dir.join("azure.json");
+    let mut text: Value =
+        serde_json::from_slice(&std::fs::read(azure_data("service-principal.json")).unwrap()).unwrap();
+    text["cloud"] = "AzureStackDemo".into();
+    text["resourceManagerEndpoint"] = "https://management.demo.example/".into();
+    std::fs::write(&config, text.to_string()).unwrap();
+    config.display().to_string()
+}
+
+#[test]
+fn a_custom_cloud_suffix_that_is_no_registry_domain_is_refused() {
+    // ARM's acrLoginServer must name a registry domain: with "com" the
+    // service principal's ID and secret went to evil.com under *.com.
+    let dir = tempfile::tempdir().unwrap();
+    let config = custom_cloud_config(dir.path());
+    for (suffix, image) in [
+        (json!("com"), "evil.com/app"),
+        (json!(".com"), "evil.com/app"),
+        (json!("co.uk"), "evil.co.uk/app"),
+        (json!("github.io"), "evil.github.io/app"),
+        (json!("."), "evil.com/app"),
+        (json!(""), "evil.com/app"),
+        (json!("127.0.0.1"), "evil.127.0.0.1/app"),
+        (json!("*.example.com"), "evil.example.com/app"),
+        (json!("example.com:443"), "evil.example.com:443/app"),
+        (json!("exa mple.com"), "evil.com/app"),
+        (json!(7), "evil.com/app"),
+    ] {
+        let fake =
+            AzureFake::with(|s| s["arm"]["metadata_endpoints"][0]["suffixes"]["acrLoginServer"] = suffix.clone());
+        let base = fake.base();
+        let out = run(&["acr", &config, "--arm-endpoint", &base], &request("v1", image, None));
+        let what = format!("suffix {suffix}");
+        assert_one_line_failure(&what, &out, "suffixes.acrLoginServer");
+        for named in [
+            "environment AzureStackDemo's suffixes.acrLoginServer",
+            &format!("{base}metadata/endpoints"),
+            "a registry domain",
+        ] {
+            assert!(out.stderr.contains(named), "{what}: {named:?} not in {}", out.stderr);
+        }
+        assert!(
+            !out.stderr.contains(SP_SECRET) && !out.stdout.contains(SP_SECRET),
+            "{what}"
+        );
+    }
+    // A sovereign cloud's own domain is a registry domain.
+    let fake = AzureFake::with(|s| {
+        s["arm"]["metadata_endpoints"][0]["suffixes"]["acrLoginServer"] = "azurecr.example.internal".into()
+    });
+    let out = run(
+        &["acr", &config, "--arm-endpoint", &fake.base()],
+        &request("v1", "demo.azurecr.example.internal/app", None),
+    );
+    let answer = success("sovereign", &out);
+    assert_eq!(
+        answer["auth"]["*.azurecr.example.internal"],
+        json!({"username": SP_CLIENT, "password": SP_SECRET})
+    );
+}
+
 #[test]
 fn mirrors_with_ports_answer_under_both_hosts() {
     let fake = AzureFake::start();

@@ -26,6 +26,9 @@ use crate::endpoint::{EndpointError, SecureEndpoint};
 /// cloud, as acr-credential-provider asks for it (`AcrAudience`).
 pub const ACR_AUDIENCE: &str = "https://containerregistry.azure.net";
 
+/// What errors of the custom cloud's discovery name.
+const SERVICE: &str = "ARM metadata endpoints";
+
 /// The api-version cloud-provider-azure reads `/metadata/endpoints` with.
 const METADATA_ENDPOINTS_PATH: &str = "metadata/endpoints?api-version=2019-05-01";
 
@@ -141,11 +144,7 @@ impl CloudEndpoints {
         base: CloudEndpoints,
         deadline: Instant,
     ) -> Result<CloudEndpoints, AzureError> {
-        const SERVICE: &str = "ARM metadata endpoints";
-        let root = super::base_url(resource_manager);
-        let url = root
-            .join(METADATA_ENDPOINTS_PATH)
-            .map_err(|e| Call::garbage(SERVICE, &root, e.to_string()))?;
+        let url = metadata_endpoints_url(resource_manager)?;
         let body = Call::send(SERVICE, &url, http.get(url.clone()), deadline, &[]).await?;
         let json = Call::json(SERVICE, &url, &body)?;
         let garbage = |problem: String| Call::garbage(SERVICE, &url, problem);
@@ -170,7 +169,7 @@ impl CloudEndpoints {
         let audience = text(&entry["authentication"]["audiences"][0])
             .ok_or_else(|| garbage("the environment has no authentication.audiences".into()))?;
         let mut endpoints = CloudEndpoints {
-            name: text(&entry["name"]).unwrap_or(base.name),
+            name: text(&entry["name"]).map_or(base.name, |name| crate::logging::clean_text(&name, &[], 100)),
             resource_manager: match text(&entry["resourceManager"]) {
                 Some(arm) => endpoint("resourceManager", &arm)?,
                 None => resource_manager.clone(),
@@ -181,8 +180,19 @@ impl CloudEndpoints {
         if let Some(login) = text(&entry["authentication"]["loginEndpoint"]) {
             endpoints.authority_host = endpoint("authentication.loginEndpoint", &login)?;
         }
-        if let Some(suffix) = text(&entry["suffixes"]["acrLoginServer"]) {
-            endpoints.acr_dns_suffix = suffix.trim_start_matches('.').to_owned();
+        // As upstream (a *string): given, even empty, it replaces the base's;
+        // the credential provider checks it names a registry domain.
+        match &entry["suffixes"]["acrLoginServer"] {
+            Value::Null => {}
+            Value::String(suffix) => {
+                endpoints.acr_dns_suffix = suffix.trim().trim_start_matches('.').to_owned();
+            }
+            _ => {
+                return Err(garbage(format!(
+                    "environment {}'s suffixes.acrLoginServer is not text: a registry domain is needed",
+                    endpoints.name
+                )));
+            }
         }
         Ok(endpoints)
     }
@@ -191,6 +201,14 @@ impl CloudEndpoints {
     pub fn token_url(&self, tenant: &str) -> Result<url::Url, AzureError> {
         token_url(&self.authority_host, tenant)
     }
+}
+
+/// What [`CloudEndpoints::discover`] reads a custom cloud's endpoints from:
+/// `{resource_manager}metadata/endpoints?api-version=2019-05-01`.
+pub fn metadata_endpoints_url(resource_manager: &SecureEndpoint) -> Result<url::Url, AzureError> {
+    let root = super::base_url(resource_manager);
+    root.join(METADATA_ENDPOINTS_PATH)
+        .map_err(|e| Call::garbage(SERVICE, &root, e.to_string()))
 }
 
 /// `{authority}{tenant}/oauth2/v2.0/token`, the tenant checked to be one

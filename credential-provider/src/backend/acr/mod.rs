@@ -38,7 +38,7 @@ use crate::protocol::{ApiVersion, CacheKeyType, CredentialRequest, Credentials, 
 
 mod registry;
 
-pub use registry::{ACR_SUFFIXES, RegistryMirror, is_acr, mirrored, parse_mirror};
+pub use registry::{ACR_SUFFIXES, RegistryMirror, check_registry_suffix, is_acr, mirrored, parse_mirror};
 
 /// The annotations naming the application a pod pulls as (upstream's).
 pub const CLIENT_ID_ANNOTATION: &str = "kubernetes.azure.com/acr-client-id";
@@ -129,6 +129,15 @@ pub enum AcrError {
     MirrorTarget { source_registry: String, target: String },
     #[error("reading the custom cloud's endpoints (resourceManagerEndpoint): {0}")]
     Discovery(#[source] Box<AzureError>),
+    #[error(
+        "custom cloud: environment {environment}'s suffixes.acrLoginServer \"{suffix}\" from {url} is not a registry domain: {problem}; credentials would be answered for (and Entra tokens sent to) every registry under it. Point resourceManagerEndpoint (or --arm-endpoint) at the cloud's own ARM, whose acrLoginServer names its registries' domain (such as azurecr.example.internal)"
+    )]
+    RegistrySuffix {
+        environment: String,
+        suffix: String,
+        url: String,
+        problem: &'static str,
+    },
     #[error("ACR login for {registry} as {identity}: {source}")]
     Login {
         registry: String,
@@ -196,6 +205,13 @@ impl AcrBackend {
             if let Some(authority) = &self.settings.authority_host {
                 endpoints.authority_host = authority.clone();
             }
+            check_registry_suffix(&endpoints.acr_dns_suffix).map_err(|problem| AcrError::RegistrySuffix {
+                environment: endpoints.name.clone(),
+                suffix: cloud_access::logging::clean_text(&endpoints.acr_dns_suffix, &[], 100),
+                url: azure::environment::metadata_endpoints_url(&arm)
+                    .map_or_else(|_| arm.to_string(), |url| cloud_access::http::shown_url(&url)),
+                problem,
+            })?;
         }
         let mut suffixes: Vec<&str> = ACR_SUFFIXES.to_vec();
         suffixes.push(endpoints.acr_dns_suffix.as_str());

@@ -13,6 +13,56 @@
 /// The registries' DNS suffixes of Azure's clouds.
 pub const ACR_SUFFIXES: [&str; 3] = ["azurecr.io", "azurecr.cn", "azurecr.us"];
 
+/// Why a custom cloud's registry suffix (ARM's `suffixes.acrLoginServer`)
+/// cannot be one, or `Ok`: the service principal's ID and secret are
+/// answered under `*.SUFFIX`, and the registries of every image under it are
+/// asked, so the suffix must be a domain someone owns, not a place anyone
+/// can register a name under. It must be a DNS name (labels of letters,
+/// digits and `-`, at most 253 characters), no wildcard, port or IP address,
+/// at least two labels, the last one a top-level domain (letters, or an
+/// `xn--` IDN), and not itself a public suffix of the Public Suffix List
+/// (ICANN's and the private section's: `com`, `co.uk`, `github.io`), compiled
+/// into the binary by the `psl` crate. A rule alone (two labels, an
+/// alphabetic TLD) would let `co.uk` through, giving the secret to every
+/// `NAME.co.uk`; the list's suffixes added after this build are the gap left.
+pub fn check_registry_suffix(suffix: &str) -> Result<(), &'static str> {
+    use psl::Psl;
+    if suffix.is_empty() {
+        return Err("it is empty (a leading '.' is dropped)");
+    }
+    if suffix.contains('*') {
+        return Err("it holds a wildcard: give the domain itself (azurecr.example.com, not *.azurecr.example.com)");
+    }
+    if suffix.contains(':') {
+        return Err("it holds a port or is an IPv6 address: a suffix is a domain name only");
+    }
+    if suffix.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err("it is an IP address, not a domain");
+    }
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    let labels: Vec<&str> = suffix.split('.').collect();
+    if suffix.len() > 253 || !labels.iter().all(|l| label_ok(l)) {
+        return Err("it is not a DNS name (labels of letters, digits and '-', separated by '.')");
+    }
+    if labels.len() < 2 {
+        return Err("it is a single label: every host of that top-level domain would match");
+    }
+    let tld = labels[labels.len() - 1];
+    if !(tld.chars().all(|c| c.is_ascii_alphabetic()) || tld.to_ascii_lowercase().starts_with("xn--")) {
+        return Err("its last label is not a top-level domain (letters only)");
+    }
+    if psl::List.domain(suffix.to_ascii_lowercase().as_bytes()).is_none() {
+        return Err("it is a public suffix (Public Suffix List): anyone can register a name under it");
+    }
+    Ok(())
+}
+
 /// One `--registry-mirror SRC:DST`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryMirror {
@@ -94,6 +144,45 @@ mod tests {
         assert_eq!(parse_mirror("a:1:b:2").unwrap(), m("a:1", "b:2"));
         for bad in ["", "a", "a:", ":b", "a:b:c", "a/x:b", "a:b:99999x"] {
             assert!(parse_mirror(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn registry_suffixes_are_registry_domains() {
+        for ok in [
+            "azurecr.io",
+            "azurecr.cn",
+            "azurecr.us",
+            "AZURECR.IO",
+            "azurecr.demo.example",
+            "azurecr.example.internal",
+            "azsacr.local.azurestack.external",
+            "example.co.uk",
+            "registry.xn--p1ai",
+        ] {
+            assert_eq!(check_registry_suffix(ok), Ok(()), "{ok}");
+        }
+        for (bad, problem) in [
+            ("", "empty"),
+            ("com", "single label"),
+            ("internal", "single label"),
+            ("co.uk", "public suffix"),
+            ("CO.UK", "public suffix"),
+            ("github.io", "public suffix"),
+            ("x.ck", "public suffix"),
+            ("127.0.0.1", "IP address"),
+            ("example.123", "top-level domain"),
+            ("*.azurecr.io", "wildcard"),
+            ("azurecr.io:443", "port"),
+            ("::1", "port or is an IPv6"),
+            ("azurecr..io", "not a DNS name"),
+            ("azurecr.io.", "not a DNS name"),
+            ("azure cr.io", "not a DNS name"),
+            ("-azurecr.io", "not a DNS name"),
+            ("azurecr.io/x", "not a DNS name"),
+        ] {
+            let found = check_registry_suffix(bad).expect_err(bad);
+            assert!(found.contains(problem), "{bad:?}: {found}");
         }
     }
 
