@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use cloud_access::azure::{
     ACR_AUDIENCE, AccessToken, AzureError, CachedTokenSource, DISKS_API_VERSION, Disk, DisksClient, ManagedDiskUri,
-    zone_label,
+    TokenSource, zone_label,
 };
 use fake::{Fake, FakeExt, IMDS_TOKEN, RESOURCE_GROUP, SUBSCRIPTION, soon};
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
 fn disks(fake: &Fake) -> DisksClient {
     DisksClient::new(fake::http(), &fake.endpoint(""), fake.arm_tokens())
@@ -56,10 +56,75 @@ async fn zonal_zone_redundant_and_regional_disks() {
         regional.zones.is_empty() && !regional.is_zone_redundant(),
         "{regional:?}"
     );
-    // One token for every call; each call names the API version.
+    // One token for every call; each call named Disks' published 2025-01-02
+    // (the fake refuses any version Disks does not publish).
     assert_eq!(fake.requests(IMDS_TOKEN), 1);
     assert_eq!(fake.requests(&format!("{DISK_PATH}pvc-zonal")), 1);
+    let sent: Vec<String> = versions_sent(&fake)
+        .into_iter()
+        .filter(|key| key.contains("/disks/"))
+        .collect();
+    assert_eq!(
+        sent,
+        ["pvc-regional", "pvc-zonal", "pvc-zrs"].map(|disk| format!("api-version=2025-01-02 {DISK_PATH}{disk}"))
+    );
     assert_eq!(DISKS_API_VERSION, "2025-01-02");
+}
+
+/// The fake's `api-version=V GET /path` counters: each api-version sent, sorted.
+fn versions_sent(fake: &Fake) -> Vec<String> {
+    let counts = fake.counts();
+    let mut keys: Vec<String> = counts
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|key| key.starts_with("api-version="))
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn the_fake_refuses_api_versions_arm_does_not_publish() {
+    // What a client sending another version would meet: ARM's 400, with its code.
+    let fake = Fake::start();
+    let token = fake.arm_tokens().token().await.unwrap();
+    let disk = format!(
+        "{}subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Compute/disks/pvc-zonal",
+        fake.base()
+    );
+    for (version, status, code) in [
+        ("2025-01-02", 200, None),
+        ("2019-07-01", 200, None),
+        ("2025-01-01", 400, Some("NoRegisteredProviderFound")),
+        ("2099-01-01", 400, Some("NoRegisteredProviderFound")),
+        ("latest", 400, Some("InvalidApiVersionParameter")),
+        ("", 400, Some("MissingApiVersionParameter")),
+    ] {
+        let answer = fake::http()
+            .get(format!("{disk}?api-version={version}"))
+            .bearer_auth(token.secret().expose_secret())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), status, "{version}");
+        let body: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(body["error"]["code"].as_str(), code, "{version}: {body}");
+    }
+    // /metadata/endpoints: the list of clouds from 2019-05-01 on, the old
+    // single-cloud object for 2015-01-01, refused otherwise.
+    let endpoints = |version: &str| {
+        fake::http()
+            .get(format!("{}metadata/endpoints?api-version={version}", fake.base()))
+            .send()
+    };
+    let list: serde_json::Value = endpoints("2019-05-01").await.unwrap().json().await.unwrap();
+    assert!(list.is_array(), "{list}");
+    let legacy: serde_json::Value = endpoints("2015-01-01").await.unwrap().json().await.unwrap();
+    assert!(legacy.is_object(), "{legacy}");
+    let refused = endpoints("2019-05-02").await.unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
 }
 
 #[tokio::test]

@@ -88,6 +88,51 @@ async fn imds_requires_the_metadata_header_so_the_client_sends_it() {
 }
 
 #[tokio::test]
+async fn imds_takes_only_published_api_versions_and_the_client_sends_one() {
+    let fake = Fake::start();
+    let plain = reqwest::Client::builder().no_proxy().build().unwrap();
+    let token = |version: &str| {
+        plain
+            .get(format!(
+                "{}metadata/identity/oauth2/token?api-version={version}&resource=https://management.core.windows.net",
+                fake.base()
+            ))
+            .header("Metadata", "true")
+            .send()
+    };
+    // 2017-12-01 is an IMDS version, but older than the identity endpoint.
+    for version in ["2018-02-02", "2017-12-01", "latest"] {
+        let refused = token(version).await.unwrap();
+        assert_eq!(refused.status(), 400, "{version}");
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert_eq!(body["error"], "invalid_request", "{version}: {body}");
+    }
+    assert_eq!(token("2019-08-01").await.unwrap().status(), 200);
+    let instance = |version: &str| {
+        plain
+            .get(format!(
+                "{}metadata/instance?api-version={version}&format=json",
+                fake.base()
+            ))
+            .header("Metadata", "true")
+            .send()
+    };
+    let refused = instance("2021-10-02").await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert!(body["newest-versions"].is_array(), "{body}");
+    assert_eq!(instance("2021-10-01").await.unwrap().status(), 200);
+
+    // What the client sent: MSAL's 2018-02-01.
+    let fake = Fake::start();
+    fake.managed_identity(None, ARM_AUDIENCE).fetch().await.unwrap();
+    assert_eq!(
+        fake.requests("api-version=2018-02-01 GET /metadata/identity/oauth2/token"),
+        1
+    );
+}
+
+#[tokio::test]
 async fn an_unknown_identity_is_imds_own_error() {
     let fake = Fake::start();
     let stranger = UserAssignedIdentity::ClientId("99999999-0000-4000-8000-000000000009".into());

@@ -63,7 +63,17 @@ What it enforces, as the real services do:
     (invalid_client, AADSTS700211), neither (AADSTS7000216). Error bodies
     carry error, error_description, error_codes, timestamp, trace_id,
     correlation_id as Entra's do.
-  - ARM: api-version required (MissingApiVersionParameter); a bearer token
+  - IMDS api-versions: the identity endpoint takes IMDS's published versions
+    from 2018-02-01 (400 invalid_request otherwise; the text is our own);
+    /metadata/instance and /metadata/loadbalancer answer as
+    metadata_server.py does (400 with newest-versions; the load balancer
+    from 2020-10-01).
+  - ARM: api-version required (MissingApiVersionParameter), well-formed
+    (InvalidApiVersionParameter) and one Disks publishes (DISKS_VERSIONS;
+    NoRegisteredProviderFound otherwise, listing them); /metadata/endpoints
+    answers its list of clouds for 2019-05-01, 2020-06-01 and 2022-09-01,
+    the older single-cloud object for 2015-01-01, and 400
+    InvalidApiVersionParameter otherwise; a bearer token
     this fake issued for ARM's audience (401 AuthenticationFailed when
     missing, InvalidAuthenticationToken when unknown,
     ExpiredAuthenticationToken when expired,
@@ -80,8 +90,9 @@ What it enforces, as the real services do:
     refresh_token whose payload has exp.
 
 GET /__requests answers {"METHOD /path": count} of the requests so far (not
-counting itself), plus "exchange grant_type=G" counts, so tests can count
-fetches and see which grant was used.
+counting itself), plus "exchange grant_type=G" counts and, for each request
+with an api-version V, "api-version=V GET /path", so tests can count fetches
+and see which grant and which api-version were used.
 
 POST /__entra/assertions?tenant=TENANT&client_id=CLIENT with a token as its
 body adds it to entra.tenants.TENANT.CLIENT.assertions (tenant and client
@@ -93,6 +104,7 @@ usage: azure_server.py SCENARIO.json
 """
 import base64
 import json
+import re
 import time
 import uuid
 from collections import Counter
@@ -100,10 +112,28 @@ from datetime import datetime, timezone
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from fakebase import LOCK, FakeHandler, serve
+from metadata_server import AZURE_VERSIONS, azure_version_error
 
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 ARM_AUDIENCES = {"https://management.core.windows.net", "https://management.azure.com"}
 ACR_AUDIENCE = "https://containerregistry.azure.net"
+
+# The api-versions IMDS's identity endpoint takes ("2018-02-01 or later", its
+# managed-identity how-to), of IMDS's published ones.
+IMDS_TOKEN_VERSIONS = [v for v in AZURE_VERSIONS if v >= "2018-02-01"]
+# Microsoft.Compute/disks' published api-versions (the ARM REST reference's
+# version list for Disks; the 2022 and later ones end in -02).
+DISKS_VERSIONS = [
+    "2016-04-30-preview", "2017-03-30", "2018-04-01", "2018-06-01", "2018-09-30", "2019-03-01",
+    "2019-07-01", "2019-11-01", "2020-05-01", "2020-06-30", "2020-09-30", "2020-12-01", "2021-04-01",
+    "2021-08-01", "2021-12-01", "2022-03-02", "2022-07-02", "2023-01-02", "2023-04-02", "2023-10-02",
+    "2024-03-02", "2025-01-02",
+]
+# ARM's /metadata/endpoints: the list of clouds from 2019-05-01 on; 2015-01-01
+# answers the older single-cloud object.
+METADATA_ENDPOINTS_VERSIONS = ["2019-05-01", "2020-06-01", "2022-09-01"]
+LEGACY_METADATA_ENDPOINTS_VERSION = "2015-01-01"
+API_VERSION_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?")
 
 ISSUED = {}  # token -> (expires at, audience)
 SERIAL = Counter()
@@ -169,12 +199,14 @@ class Handler(FakeHandler):
         if path == "/__requests":
             return self.counters()
         self.count(f"GET {path}")
+        if "api-version" in query:
+            self.count(f"api-version={query['api-version']} GET {path}")
         if path == "/metadata/identity/oauth2/token":
             return self.imds_token(query)
         if path.startswith("/metadata/instance") or path.startswith("/metadata/loadbalancer"):
             return self.imds_tree(path.strip("/"), query)
         if path == "/metadata/endpoints":
-            return self.reply(200, self.scenario.get("arm", {}).get("metadata_endpoints", []))
+            return self.metadata_endpoints(query)
         if path.lower().startswith("/subscriptions/"):
             return self.arm_disk(path, query)
         if path in ("/v2/", "/v2"):
@@ -196,20 +228,26 @@ class Handler(FakeHandler):
 
     # --- IMDS -----------------------------------------------------------------
 
-    def imds_refusal(self, query):
+    def imds_refusal(self):
         if self.headers.get("X-Forwarded-For") is not None:
             return {"error": "invalid_request",
                     "error_description": "Requests carrying X-Forwarded-For are refused."}
         if self.headers.get("Metadata") != "true":
             return {"error": "bad_request_102", "error_description": "Required metadata header not specified"}
-        if not query.get("api-version"):
-            return {"error": "invalid_request", "error_description": "Required query variable 'api-version' is missing"}
         return None
 
     def imds_token(self, query):
-        refusal = self.imds_refusal(query)
+        refusal = self.imds_refusal()
         if refusal:
             return self.reply(400, refusal)
+        version = query.get("api-version", "")
+        if not version:
+            return self.reply(400, {"error": "invalid_request",
+                                    "error_description": "Required query variable 'api-version' is missing"})
+        if version not in IMDS_TOKEN_VERSIONS:
+            # The identity endpoint's own text for it is not documented; ours.
+            return self.reply(400, {"error": "invalid_request",
+                                    "error_description": f"api-version {version} is not supported"})
         config = self.scenario.get("imds", {}).get("identity", {})
         with LOCK:
             SERIAL["imds-failures"] += 1
@@ -247,11 +285,14 @@ class Handler(FakeHandler):
         return self.reply(200, answer)
 
     def imds_tree(self, path, query):
-        refusal = self.imds_refusal(query)
+        refusal = self.imds_refusal()
         if refusal:
             return self.reply(400, {"error": refusal["error_description"]})
-        tree = self.scenario.get("imds", {}).get("tree", {})
         root = "metadata/instance" if path.startswith("metadata/instance") else "metadata/loadbalancer"
+        error = azure_version_error(root, [query["api-version"]] if "api-version" in query else [])
+        if error:
+            return self.reply(400, error)
+        tree = self.scenario.get("imds", {}).get("tree", {})
         node = tree.get(root)
         for part in [p for p in path[len(root):].split("/") if p]:
             if isinstance(node, dict) and part in node:
@@ -345,10 +386,9 @@ class Handler(FakeHandler):
         if len(parts) != 8 or any(parts[i].lower() != word for i, word in keywords):
             return self.reply(404, arm_error("InvalidResourceType", f"no such resource type at {path}"))
         subscription, group, name = parts[1], parts[3], parts[7]
-        if not query.get("api-version"):
-            return self.reply(400, arm_error(
-                "MissingApiVersionParameter",
-                "The api-version query parameter (?api-version=) is required for all requests."))
+        refusal = self.api_version_refusal(query, DISKS_VERSIONS)
+        if refusal:
+            return self.reply(400, refusal)
         refusal = self.arm_auth()
         if refusal:
             return self.reply(*refusal)
@@ -374,6 +414,38 @@ class Handler(FakeHandler):
             "ResourceNotFound",
             f"The Resource 'Microsoft.Compute/disks/{name}' under resource group '{group}' was not found. For "
             "more details please go to https://aka.ms/ARMResourceNotFoundFix"))
+
+    @staticmethod
+    def api_version_refusal(query, published, resource_type="disks"):
+        """ARM's refusal of a missing, malformed or unpublished api-version, or None."""
+        version = query.get("api-version", "")
+        if not version:
+            return arm_error("MissingApiVersionParameter",
+                             "The api-version query parameter (?api-version=) is required for all requests.")
+        supported = ", ".join(published)
+        if not API_VERSION_FORMAT.fullmatch(version):
+            return arm_error("InvalidApiVersionParameter",
+                             f"The api-version '{version}' is invalid. The supported versions are '{supported}'.")
+        if version not in published:
+            return arm_error(
+                "NoRegisteredProviderFound",
+                f"No registered resource provider found for location 'eastus' and API version '{version}' for "
+                f"type '{resource_type}'. The supported api-versions are '{supported}'.")
+        return None
+
+    def metadata_endpoints(self, query):
+        clouds = self.scenario.get("arm", {}).get("metadata_endpoints", [])
+        if query.get("api-version") == LEGACY_METADATA_ENDPOINTS_VERSION:
+            legacy = dict(clouds[0]) if clouds else {}
+            legacy.pop("name", None)
+            return self.reply(200, legacy)
+        refusal = self.api_version_refusal(query, METADATA_ENDPOINTS_VERSIONS + [LEGACY_METADATA_ENDPOINTS_VERSION])
+        if refusal:
+            # ARM's own refusal of an unknown version of this endpoint is not
+            # documented: InvalidApiVersionParameter, as for a malformed one.
+            refusal["error"]["code"] = "InvalidApiVersionParameter"
+            return self.reply(400, refusal)
+        return self.reply(200, clouds)
 
     def arm_auth(self):
         """(status, body) refusing an ARM request's credentials, or None."""

@@ -32,13 +32,13 @@ pub fn azure_federated_token(accepted: bool) -> String {
 
 /// The Azure fake: `tests/fakes/azure_server.py` with `tests/data/azure/`;
 /// its `exchange grant_type=G` counters count the registry's exchanges by
-/// grant type.
+/// grant type, its `api-version=V GET /path` counters the api-versions sent.
 pub struct Azure;
 
 impl FakeKind for Azure {
     const SCRIPT: &'static str = "azure_server.py";
     const DATA: &'static str = "azure";
-    const NOT_REQUESTS: &'static [&'static str] = &["exchange "];
+    const NOT_REQUESTS: &'static [&'static str] = &["exchange ", "api-version="];
 }
 
 /// `tests/fakes/azure_server.py` on 127.0.0.1: IMDS (`/metadata/…`), Entra
