@@ -119,20 +119,29 @@ impl<E: CloudError> Calls<E> {
         url: &Url,
         deadline: Instant,
     ) -> Result<Value, E> {
-        let started = Instant::now();
-        let token = tokio::time::timeout_at(deadline.into(), tokens.token())
-            .await
-            .map_err(|_| {
-                E::deadline(
-                    token_service,
-                    shown_url(url),
-                    deadline.saturating_duration_since(started),
-                )
-            })??;
+        let token = Self::token_within(tokens, deadline, token_service, url).await?;
         let secret = token.secret().expose_secret();
         let request = http.get(url.clone()).bearer_auth(secret);
         let body = Self::send(service, url, request, deadline, &[secret]).await?;
         Self::json(service, url, &body)
+    }
+
+    /// A token from `tokens` before `deadline`; past it, the error names the
+    /// source's own service and URL ([`TokenSource::origin`]: IMDS, Entra
+    /// ID), else `token_service` and `url`, the call the token was for.
+    pub async fn token_within(
+        tokens: &dyn TokenSource<E>,
+        deadline: Instant,
+        token_service: &'static str,
+        url: &Url,
+    ) -> Result<crate::token::AccessToken, E> {
+        let started = Instant::now();
+        tokio::time::timeout_at(deadline.into(), tokens.token())
+            .await
+            .map_err(|_| {
+                let (service, shown) = tokens.origin().unwrap_or_else(|| (token_service, shown_url(url)));
+                E::deadline(service, shown, deadline.saturating_duration_since(started))
+            })?
     }
 
     /// A transport failure, named by its cause (DNS, refused, TLS) but never by

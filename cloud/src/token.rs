@@ -169,6 +169,12 @@ pub type TokenFuture<'a, E> = Pin<Box<dyn Future<Output = Result<AccessToken, E>
 /// source of itself, e.g. the result of a workload-identity exchange).
 pub trait TokenSource<E>: Send + Sync {
     fn token(&self) -> TokenFuture<'_, E>;
+
+    /// The service and URL (shown: no query) tokens are fetched from, when
+    /// there is one: what a timeout waiting for a token names.
+    fn origin(&self) -> Option<(&'static str, String)> {
+        None
+    }
 }
 
 impl<E: Send + 'static> TokenSource<E> for AccessToken {
@@ -182,11 +188,19 @@ impl<E, S: TokenSource<E> + ?Sized> TokenSource<E> for Arc<S> {
     fn token(&self) -> TokenFuture<'_, E> {
         (**self).token()
     }
+
+    fn origin(&self) -> Option<(&'static str, String)> {
+        (**self).origin()
+    }
 }
 
 impl<E, S: TokenSource<E> + ?Sized> TokenSource<E> for Box<S> {
     fn token(&self) -> TokenFuture<'_, E> {
         (**self).token()
+    }
+
+    fn origin(&self) -> Option<(&'static str, String)> {
+        (**self).origin()
     }
 }
 
@@ -234,6 +248,10 @@ impl<S> CachedTokenSource<S> {
 impl<E: Send + 'static, S: TokenSource<E>> TokenSource<E> for CachedTokenSource<S> {
     fn token(&self) -> TokenFuture<'_, E> {
         Box::pin(self.get())
+    }
+
+    fn origin(&self) -> Option<(&'static str, String)> {
+        self.source.origin()
     }
 }
 

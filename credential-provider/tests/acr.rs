@@ -406,6 +406,37 @@ fn errors_are_one_line_naming_the_cause() {
 }
 
 #[test]
+fn a_slow_imds_is_what_the_timeout_names() {
+    // IMDS stalls past --timeout: the line names IMDS's URL, not the
+    // registry's token realm (the same fake's {base}oauth2/token).
+    let fake = AzureFake::with(|s| s["imds"]["identity"]["delay_seconds"] = 4.into());
+    let started = std::time::Instant::now();
+    let out = run_acr(
+        &fake,
+        &[],
+        "managed-identity.json",
+        &["--timeout", "1s"],
+        &request("v1", IMAGE, None),
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let imds = format!(
+        "IMDS did not answer {}metadata/identity/oauth2/token within",
+        fake.base()
+    );
+    assert_one_line_failure("slow IMDS", &out, &imds);
+    assert!(
+        !out.stderr.contains(&format!("{}oauth2/token", fake.base())),
+        "the registry is blamed: {}",
+        out.stderr
+    );
+    assert_eq!(fake.requests(EXCHANGE), 0);
+}
+
+#[test]
 fn no_secret_or_token_on_stdout_or_stderr_at_trace() {
     let fake = AzureFake::with(|s| s["acr"]["echo_access_token"] = true.into());
     let token = azure_federated_token(true);

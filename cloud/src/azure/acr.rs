@@ -291,14 +291,13 @@ impl AcrClient {
         deadline: Instant,
     ) -> Result<AcrRefreshToken, AzureError> {
         let challenge = self.challenge(registry, deadline).await?;
-        let started = Instant::now();
-        let token = tokio::time::timeout_at(deadline.into(), tokens.token())
-            .await
-            .map_err(|_| AzureError::Deadline {
-                service: "the access token source for the registry",
-                url: crate::http::shown_url(&challenge.realm),
-                after: deadline.saturating_duration_since(started),
-            })??;
+        let token = Call::token_within(
+            tokens,
+            deadline,
+            "the access token source for the registry",
+            &challenge.realm,
+        )
+        .await?;
         self.exchange(&challenge, tenant, &token, deadline).await
     }
 }

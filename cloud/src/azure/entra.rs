@@ -129,6 +129,10 @@ impl TokenSource<AzureError> for ClientSecretCredential {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(self.fetch())
     }
+
+    fn origin(&self) -> Option<(&'static str, String)> {
+        Some((ENTRA, crate::http::shown_url(&self.entra.url)))
+    }
 }
 
 /// Where a client assertion comes from.
@@ -210,6 +214,10 @@ impl ClientAssertionCredential {
 impl TokenSource<AzureError> for ClientAssertionCredential {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(self.fetch())
+    }
+
+    fn origin(&self) -> Option<(&'static str, String)> {
+        Some((ENTRA, crate::http::shown_url(&self.entra.url)))
     }
 }
 

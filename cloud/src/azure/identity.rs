@@ -125,6 +125,10 @@ impl TokenSource<AzureError> for ManagedIdentityCredential {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(self.fetch())
     }
+
+    fn origin(&self) -> Option<(&'static str, String)> {
+        Some((IMDS, crate::http::shown_url(&self.url)))
+    }
 }
 
 /// The IMDS root a program asks for managed-identity tokens: `given` (a

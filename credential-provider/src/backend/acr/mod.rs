@@ -166,13 +166,20 @@ impl AcrBackend {
     async fn answer(&self, request: &CredentialRequest) -> Result<Credentials, AcrError> {
         let timeout = self.settings.timeout;
         let registry = image::registry(&image::repository(&request.image)).to_ascii_lowercase();
-        tokio::time::timeout(timeout, self.login(request, &registry))
+        // One deadline for both: the calls' own errors (which name the
+        // service that was slow) come first, this one is the backstop.
+        let deadline = Instant::now() + timeout;
+        tokio::time::timeout_at(deadline.into(), self.login(request, &registry, deadline))
             .await
             .map_err(|_| AcrError::Timeout { timeout, registry })?
     }
 
-    async fn login(&self, request: &CredentialRequest, registry: &str) -> Result<Credentials, AcrError> {
-        let deadline = Instant::now() + self.settings.timeout;
+    async fn login(
+        &self,
+        request: &CredentialRequest,
+        registry: &str,
+        deadline: Instant,
+    ) -> Result<Credentials, AcrError> {
         let path = &self.settings.config_path;
         let config = AzureConfig::read(path)?;
         let (cloud, known) = config.cloud();
