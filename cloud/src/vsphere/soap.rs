@@ -84,7 +84,9 @@ pub enum Parsed {
 
 type ParseResult<T> = Result<T, Parsed>;
 
-/// Escapes text for an XML element or attribute.
+/// Escapes text for an XML element or attribute: the markup characters, and tab, CR
+/// and LF as references (XML reads a raw CR as LF, and raw white space in an attribute
+/// as a space).
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -94,6 +96,9 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            '\t' => out.push_str("&#9;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
             c => out.push(c),
         }
     }
@@ -596,6 +601,18 @@ mod tests {
         let body = ancestors(&MoRef::new("PropertyCollector", "pc"), &hosts);
         assert_eq!(body.matches("<objectSet>").count(), 2);
         Document::parse(&body).expect("well-formed");
+    }
+
+    #[test]
+    fn line_ends_and_tabs_survive_escaping() {
+        // XML reads a raw CR as LF, and a raw tab, CR or LF in an attribute as a space:
+        // a password (or a value sent back) holding one must be sent as a reference.
+        let value = "a\rb\r\nc\td\ne";
+        let xml = format!("<x type=\"{}\">{}</x>", escape(value), escape(value));
+        let doc = Document::parse(&xml).expect("well-formed");
+        let x = doc.root_element();
+        assert_eq!(x.attribute("type"), Some(value));
+        assert_eq!(x.text(), Some(value));
     }
 
     #[test]
