@@ -307,15 +307,16 @@ async fn the_lookup_keeps_its_own_deadline() {
 
 #[tokio::test]
 async fn an_expiring_token_is_refreshed() {
-    // IMDS tokens valid for 2 s: kept for half of that, then a new one is fetched (the
-    // fake refuses expired tokens with 401, so an old one would fail the call).
-    let fake = start(|scenario| scenario["imds"]["identity"]["expires_in"] = json!(2));
+    // IMDS tokens valid for 4 s: kept for half of that (the refresh margin, capped at
+    // half a token's life), then a new one is fetched while the old one is still valid,
+    // so a margin of zero would fail here (and the fake refuses expired tokens with 401).
+    let fake = start(|scenario| scenario["imds"]["identity"]["expires_in"] = json!(4));
     let lookup = lookup(&fake, "managed-identity.json", Duration::from_secs(5));
     let zonal = in_tree_volume("pvc-zonal");
     lookup.lookup(&zonal).await.unwrap();
     lookup.lookup(&zonal).await.unwrap();
     assert_eq!(fake.requests(IMDS_TOKEN), 1);
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     let topology = lookup.lookup(&zonal).await.unwrap();
     assert_eq!(topology.zones(), ["eastus-2"]);
     assert_eq!(fake.requests(IMDS_TOKEN), 2);

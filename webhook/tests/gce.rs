@@ -16,7 +16,7 @@ use cloud_access::SecureEndpoint;
 use cloud_access::gcp::{GceMetadata, metadata_base};
 use common::{Answer, assert_idempotent, create_review, csi, patched, pv, review_binary};
 use pv_topology_webhook::decision::DecisionConfig;
-use pv_topology_webhook::gce::{GceLookup, GceScope};
+use pv_topology_webhook::gce::{CALLS_IN_TOTAL, CALLS_PER_LOOKUP, GceLookup, GceScope, MAX_REGION_ZONES};
 use pv_topology_webhook::lookup::{CachedLookup, TopologyLookup};
 use pv_topology_webhook::metrics::Metrics;
 use pv_topology_webhook::resolve::Resolver;
@@ -335,15 +335,16 @@ fn lookup(fake: &Fake, deadline: Duration) -> GceLookup {
 
 #[tokio::test]
 async fn an_expired_token_is_refreshed() {
-    // Tokens valid for 2 s: kept for half of that, then a new one is fetched (the fake
-    // refuses expired tokens with 401, so an old one would fail the call).
-    let fake = start(|scenario| scenario["metadata"]["token"]["expires_in"] = json!(2));
+    // Tokens valid for 4 s: kept for half of that (the refresh margin, capped at half a
+    // token's life), then a new one is fetched while the old one is still valid, so a
+    // margin of zero would fail here (and the fake refuses expired tokens with 401).
+    let fake = start(|scenario| scenario["metadata"]["token"]["expires_in"] = json!(4));
     let lookup = lookup(&fake, Duration::from_secs(5));
     let first = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-b").with_zone_hint(Some("us-central1-b"));
     lookup.lookup(&first).await.unwrap();
     lookup.lookup(&first).await.unwrap();
     assert_eq!(fake.requests(TOKEN), 1);
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     let topology = lookup.lookup(&first).await.unwrap();
     assert_eq!(topology.zones(), ["us-central1-b"]);
     assert_eq!(fake.requests(TOKEN), 2);
@@ -513,5 +514,132 @@ async fn the_zone_list_is_asked_again_after_its_ttl() {
         fake.requests(REGIONS_GET),
         2,
         "past its TTL the list is asked for again"
+    );
+}
+
+/// The fake whose us-central1 lists `zones` (names become zone URLs of the project asked,
+/// a https:// URL is answered as it is), every Compute answer `delay` seconds late.
+fn with_region(zones: Value, delay: f64) -> Fake {
+    start(move |scenario| {
+        scenario["compute"]["regions"] = json!({ "us-central1": zones });
+        scenario["compute"]["delay_seconds"] = json!(delay);
+    })
+}
+
+/// How many `disks.get` the fake has answered, wherever.
+fn disks_gets(fake: &Fake) -> u64 {
+    let counts = fake.counts();
+    let counts = counts.as_object().unwrap();
+    counts
+        .iter()
+        .filter(|(key, _)| key.starts_with("GET /compute/v1/projects/demo-project/zones/"))
+        .filter_map(|(_, count)| count.as_u64())
+        .sum()
+}
+
+/// `count` zone names of us-central1 with one-letter suffixes (at most 26).
+fn letter_zones(count: usize) -> Vec<String> {
+    ('a'..='z').take(count).map(|c| format!("us-central1-{c}")).collect()
+}
+
+#[tokio::test]
+async fn a_region_answer_too_long_or_not_the_regions_is_refused_and_nothing_searched() {
+    // 1,000 zones: before the cap, 1,001 calls at once for one review.
+    let many: Vec<String> = (0..1000).map(|i| format!("us-central1-z{i}")).collect();
+    let fake = with_region(json!(many), 0.0);
+    let answer = review(&fake, pv(in_tree("pd-b"), None), &[]);
+    assert!(!answer.allowed());
+    let message = answer.message();
+    for part in [
+        "cannot list the zones of region us-central1: compute sent an unusable answer for http://",
+        &format!("/regions/us-central1: the region lists 1000 zones, more than {MAX_REGION_ZONES}"),
+        "(set --gce-region or --gce-zones)",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    assert_eq!(disks_gets(&fake), 0, "{}", fake.counts());
+
+    // A zone of another region (where a disk of the name is) is not looked in.
+    let fake = start(|scenario| {
+        scenario["compute"]["regions"] = json!({"us-central1": ["us-central1-a", "europe-west1-b"]});
+        scenario["compute"]["disks"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"project": "demo-project", "zone": "europe-west1-b", "name": "pd-elsewhere"}));
+    });
+    let answer = review(&fake, pv(in_tree("pd-elsewhere"), None), &[]);
+    assert!(!answer.allowed());
+    assert!(
+        answer.message().contains(
+            "zones[1] \"https://www.googleapis.com/compute/v1/projects/demo-project/zones/europe-west1-b\" is not a zone of region us-central1 in project demo-project"
+        ),
+        "{}",
+        answer.message()
+    );
+    assert_eq!(disks_gets(&fake), 0, "{}", fake.counts());
+}
+
+#[tokio::test]
+async fn one_search_has_at_most_calls_per_lookup_in_flight() {
+    // The region and its 16 zones, each answer 200 ms late: 17 calls, at most 8 at once.
+    let fake = with_region(json!(letter_zones(MAX_REGION_ZONES)), 0.2);
+    let lookup = lookup(&fake, Duration::from_secs(10));
+    let missing = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-nowhere");
+    let error = lookup.lookup(&missing).await.unwrap_err().to_string();
+    assert!(error.contains("GCE disk \"pd-nowhere\" not found"), "{error}");
+    assert_eq!(disks_gets(&fake), MAX_REGION_ZONES as u64, "every zone asked once");
+    assert_eq!(
+        fake.requests("max in flight compute"),
+        CALLS_PER_LOOKUP as u64,
+        "{}",
+        fake.counts()
+    );
+}
+
+#[tokio::test]
+async fn all_lookups_together_have_at_most_calls_in_total_in_flight() {
+    // Six searches of 17 calls each at once: 102 calls, at most 32 in flight.
+    let fake = with_region(json!(letter_zones(MAX_REGION_ZONES)), 0.2);
+    let lookup = Arc::new(lookup(&fake, Duration::from_secs(20)));
+    let searches: Vec<_> = (0..6)
+        .map(|i| {
+            let lookup = lookup.clone();
+            tokio::spawn(async move {
+                let missing = VolumeIdentity::in_tree(InTree::GcePersistentDisk, &format!("pd-nowhere-{i}"));
+                lookup.lookup(&missing).await.unwrap_err().to_string()
+            })
+        })
+        .collect();
+    for search in searches {
+        let error = search.await.unwrap();
+        assert!(error.contains("not found in project demo-project"), "{error}");
+    }
+    assert_eq!(disks_gets(&fake), 6 * MAX_REGION_ZONES as u64);
+    let most = fake.requests("max in flight compute");
+    assert!(
+        most > CALLS_PER_LOOKUP as u64 && most <= CALLS_IN_TOTAL as u64,
+        "{most} in flight: {}",
+        fake.counts()
+    );
+}
+
+#[tokio::test]
+async fn a_failed_refresh_keeps_the_old_list_only_for_a_while() {
+    // regions.get answers once, then 503: the old list stands in until twice its TTL old.
+    let fake = start(|scenario| scenario["compute"]["regions_fail_after"] = json!(1));
+    let lookup = lookup(&fake, Duration::from_secs(5)).with_zone_list_ttl(Duration::from_millis(1000));
+    let unplaced = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-b");
+    lookup.lookup(&unplaced).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let topology = lookup.lookup(&unplaced).await.unwrap();
+    assert_eq!(topology.zones(), ["us-central1-b"]);
+    assert_eq!(fake.requests(REGIONS_GET), 2, "asked again past the TTL");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let error = lookup.lookup(&unplaced).await.unwrap_err().to_string();
+    assert_eq!(fake.requests(REGIONS_GET), 3);
+    assert!(
+        error.starts_with("cannot list the zones of region us-central1: compute answered HTTP 503 for http://")
+            && error.contains("backendError (UNAVAILABLE)"),
+        "{error}"
     );
 }
