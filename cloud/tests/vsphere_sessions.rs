@@ -6,10 +6,14 @@
 //! Automation REST API at `/rest` (`POST …/cis/session` with basic authentication
 //! answering `{"value": id}`, the ID then sent as `vmware-api-session-id`; errors as
 //! `{"type", "value": {"messages": [{"default_message"}]}}`). Its inventory answers are
-//! the fixtures recorded from govmomi's simulator (tests/data/vsphere/). Loopback only.
+//! the fixtures recorded from govmomi's simulator (tests/data/vsphere/). As vCenter
+//! does, it refuses a `Login` with another user or password (`InvalidLogin`), any SOAP
+//! call but `RetrieveServiceContent` and `Login` without the session's cookie
+//! (`NotAuthenticated`), `cis/session` without the user's basic credentials and any
+//! other REST call without the session's ID (401 `unauthenticated`): a client that
+//! dropped its session would meet those refusals, not the errors the tests expect.
+//! Loopback only.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode, header};
@@ -45,6 +49,47 @@ fn xml(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "text/xml; charset=utf-8")], body).into_response()
 }
 
+/// vim25's fault: HTTP 500 with `faultstring` and the fault's type in `detail`.
+fn fault(text: &str, detail: &str) -> Response {
+    xml(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        envelope(&format!(
+            "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>{text}</faultstring>\
+             <detail>{detail}</detail></soapenv:Fault>"
+        )),
+    )
+}
+
+/// The `NotAuthenticated` fault vCenter answers a call without a session.
+fn not_authenticated() -> Response {
+    fault(
+        "The session is not authenticated.",
+        "<NotAuthenticatedFault xmlns=\"urn:vim25\" xsi:type=\"NotAuthenticated\">\
+         <object type=\"Folder\">group-d1</object><privilegeId>System.View</privilegeId></NotAuthenticatedFault>",
+    )
+}
+
+/// Whether `headers` carry the fake's SOAP session cookie.
+fn has_soap_session(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .any(|pair| pair.trim() == format!("vmware_soap_session=\"{SOAP_SESSION}\""))
+}
+
+/// The Automation API's 401 for a call without valid credentials or session.
+fn unauthenticated() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        axum::Json(json!({"type": "com.vmware.vapi.std.errors.unauthenticated",
+            "value": {"messages": [{"default_message": "Authentication required.",
+                "id": "com.vmware.vapi.endpoint.method.authentication.required", "args": []}]}})),
+    )
+        .into_response()
+}
+
 /// What the fake does wrong.
 #[derive(Clone, Copy)]
 enum Echo {
@@ -57,50 +102,54 @@ enum Echo {
 
 /// A fake vCenter on 127.0.0.1; its base URL.
 async fn start(echo: Echo) -> url::Url {
-    let logged_in = Arc::new(AtomicBool::new(false));
     let sdk = {
-        let logged_in = logged_in.clone();
-        move |headers: HeaderMap, body: String| {
-            let logged_in = logged_in.clone();
-            async move {
-                if body.contains("<RetrieveServiceContent") {
-                    return xml(StatusCode::OK, fixture("service-content.xml"));
-                }
-                if body.contains("<Login") {
-                    logged_in.store(true, Ordering::SeqCst);
-                    let mut response = xml(
-                        StatusCode::OK,
-                        envelope(&format!(
-                            "<LoginResponse xmlns=\"urn:vim25\"><returnval><key>{SOAP_SESSION}</key>\
-                             <userName>{USER}</userName></returnval></LoginResponse>"
-                        )),
+        move |headers: HeaderMap, body: String| async move {
+            if body.contains("<RetrieveServiceContent") {
+                return xml(StatusCode::OK, fixture("service-content.xml"));
+            }
+            if body.contains("<Login") {
+                let credentials = format!("<userName>{USER}</userName><password>{PASSWORD}</password>");
+                if !body.contains(&credentials) {
+                    return fault(
+                        "Cannot complete login due to an incorrect user name or password.",
+                        "<InvalidLoginFault xmlns=\"urn:vim25\" xsi:type=\"InvalidLogin\"/>",
                     );
-                    let cookie = format!("vmware_soap_session=\"{SOAP_SESSION}\"; Path=/; HttpOnly; Secure");
-                    response
-                        .headers_mut()
-                        .insert(header::SET_COOKIE, cookie.parse().expect("a header value"));
-                    return response;
                 }
-                let cookie = headers
-                    .get(header::COOKIE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("none")
-                    .to_owned();
-                match echo {
-                    Echo::SoapFault => xml(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        envelope(&format!(
-                            "<soapenv:Fault><faultcode>ServerFaultCode</faultcode>\
+                let mut response = xml(
+                    StatusCode::OK,
+                    envelope(&format!(
+                        "<LoginResponse xmlns=\"urn:vim25\"><returnval><key>{SOAP_SESSION}</key>\
+                             <userName>{USER}</userName></returnval></LoginResponse>"
+                    )),
+                );
+                let cookie = format!("vmware_soap_session=\"{SOAP_SESSION}\"; Path=/; HttpOnly; Secure");
+                response
+                    .headers_mut()
+                    .insert(header::SET_COOKIE, cookie.parse().expect("a header value"));
+                return response;
+            }
+            if !has_soap_session(&headers) {
+                return not_authenticated();
+            }
+            let cookie = headers
+                .get(header::COOKIE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none")
+                .to_owned();
+            match echo {
+                Echo::SoapFault => xml(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    envelope(&format!(
+                        "<soapenv:Fault><faultcode>ServerFaultCode</faultcode>\
                              <faultstring>Permission to perform this operation was denied for session {cookie} (fragment {})</faultstring>\
                              <detail><NoPermissionFault xmlns=\"urn:vim25\" xsi:type=\"NoPermission\"/></detail></soapenv:Fault>",
-                            &SOAP_SESSION[..SECRET_FRAGMENT]
-                        )),
-                    ),
-                    Echo::RestError if body.contains("<type>Datastore</type>") => {
-                        xml(StatusCode::OK, fixture("datastores.xml"))
-                    }
-                    Echo::RestError => xml(StatusCode::OK, fixture("ancestors.xml")),
+                        &SOAP_SESSION[..SECRET_FRAGMENT]
+                    )),
+                ),
+                Echo::RestError if body.contains("<type>Datastore</type>") => {
+                    xml(StatusCode::OK, fixture("datastores.xml"))
                 }
+                Echo::RestError => xml(StatusCode::OK, fixture("ancestors.xml")),
             }
         }
     };
@@ -110,10 +159,12 @@ async fn start(echo: Echo) -> url::Url {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        if basic.starts_with("Basic ") {
+        use base64::Engine;
+        let expected = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+        if basic == format!("Basic {expected}") {
             axum::Json(json!({"value": REST_SESSION})).into_response()
         } else {
-            StatusCode::UNAUTHORIZED.into_response()
+            unauthenticated()
         }
     };
     let association = |headers: HeaderMap| async move {
@@ -122,6 +173,9 @@ async fn start(echo: Echo) -> url::Url {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("none")
             .to_owned();
+        if id != REST_SESSION {
+            return unauthenticated();
+        }
         let message = format!(
             "Session {id} may not list tags (its start: {})",
             &REST_SESSION[..SECRET_FRAGMENT]
@@ -194,4 +248,62 @@ async fn a_rest_error_quoting_the_session_id_is_cleaned() {
         .expect_err("the tagging error");
     assert!(matches!(error, VsphereError::Status { status: 400, .. }), "{error:?}");
     assert_clean(&error, REST_SESSION, "may not list tags");
+}
+
+#[tokio::test]
+async fn the_fake_refuses_calls_without_a_session_as_vcenter_does() {
+    let base = start(Echo::SoapFault).await;
+    let http = reqwest::Client::builder().no_proxy().build().expect("a client");
+    let soap = |body: &str, cookie: Option<&str>| {
+        let mut request = http.post(base.join("sdk").expect("a URL")).body(envelope(body));
+        if let Some(cookie) = cookie {
+            request = request.header(header::COOKIE, cookie);
+        }
+        request.send()
+    };
+    let retrieve = "<RetrievePropertiesEx xmlns=\"urn:vim25\"><_this type=\"PropertyCollector\">propertyCollector</_this></RetrievePropertiesEx>";
+    for cookie in [
+        None,
+        Some("vmware_soap_session=\"52b0c6f4-0000-0000-0000-000000000000\""),
+    ] {
+        let answer = soap(retrieve, cookie).await.expect("an answer");
+        assert_eq!(answer.status(), 500);
+        let text = answer.text().await.expect("a body");
+        assert!(text.contains("xsi:type=\"NotAuthenticated\""), "{cookie:?}: {text}");
+    }
+    let login = |password: &str| {
+        format!(
+            "<Login xmlns=\"urn:vim25\"><_this type=\"SessionManager\">SessionManager</_this>\
+             <userName>{USER}</userName><password>{password}</password></Login>"
+        )
+    };
+    let refused = soap(&login("wrong"), None).await.expect("an answer");
+    assert!(refused.text().await.expect("a body").contains("InvalidLogin"));
+    let with_session = soap(retrieve, Some(&format!("vmware_soap_session=\"{SOAP_SESSION}\"")))
+        .await
+        .expect("an answer");
+    let text = with_session.text().await.expect("a body");
+    assert!(
+        text.contains("NoPermission"),
+        "with the session, the call is judged: {text}"
+    );
+
+    let rest = |path: &str| http.post(base.join(path).expect("a URL"));
+    let no_session = rest("rest/com/vmware/cis/tagging/tag-association")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(no_session.status(), 401);
+    let wrong = rest("rest/com/vmware/cis/session")
+        .basic_auth(USER, Some("wrong"))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(wrong.status(), 401);
+    let right = rest("rest/com/vmware/cis/session")
+        .basic_auth(USER, Some(PASSWORD))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(right.status(), 200);
 }
