@@ -102,20 +102,33 @@ pub fn decide(
                 "{identity}: no topology source is configured for it; enable one with {flag}"
             )],
         ),
-        Resolution::Invalid { source, reason } => finish(
-            response,
-            Outcome::InvalidTopology,
-            Some(source.clone()),
-            None,
-            vec![format!(
-                "{identity}: {source} gave an unusable topology ({reason}); admitted without topology"
-            )],
-        ),
+        Resolution::Invalid { source, reason } => invalid_topology(response, volume, source, reason),
         Resolution::LookupFailed { lookup, error } => {
             let cause = format!("cannot find the topology of {identity}: lookup {lookup} failed: {error}");
             lookup_failed(response, cause, lookup, error, config)
         }
     }
+}
+
+/// The answer when `source` (a rule, a lookup) gave a topology no label or nodeAffinity
+/// can carry: admitted without one, with a warning naming the volume, the source and
+/// why. The same for `/mutate` and `/validate` (nothing to write, nothing to judge).
+pub(crate) fn invalid_topology(
+    response: AdmissionResponse,
+    volume: &Volume<'_>,
+    source: &TopologySource,
+    reason: &str,
+) -> Decision {
+    let identity = &volume.identity;
+    finish(
+        response,
+        Outcome::InvalidTopology,
+        Some(source.clone()),
+        None,
+        vec![format!(
+            "{identity}: {source} gave an unusable topology ({reason}); admitted without topology"
+        )],
+    )
 }
 
 /// The answer when the lookup that should have given the topology failed: refused with

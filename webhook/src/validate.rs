@@ -19,7 +19,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PersistentVolume};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 
-use crate::decision::{PROVISIONED_BY_ANNOTATION, finish, lookup_failed, skipped};
+use crate::decision::{PROVISIONED_BY_ANNOTATION, finish, invalid_topology, lookup_failed, skipped};
 use crate::model::{
     Decision, DecisionConfig, LookupResult, OnContradiction, Outcome, Resolution, Resolved, ReviewObject, Subject,
     TopologySource, Volume,
@@ -263,6 +263,6 @@ pub fn judge(
         Resolution::Placeholder => skipped(request, Outcome::Placeholder, None),
         Resolution::NotConfigured { .. } => skipped(request, Outcome::NotConfigured, None),
         Resolution::Unrecognized => skipped(request, Outcome::Unrecognized, None),
-        Resolution::Invalid { .. } => skipped(request, Outcome::InvalidTopology, None),
+        Resolution::Invalid { source, reason } => invalid_topology(response, volume, source, reason),
     }
 }

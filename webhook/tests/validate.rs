@@ -524,3 +524,25 @@ async fn a_provisioned_pv_whose_lookup_fails_is_admitted_with_a_warning_whatever
         answer.message()
     );
 }
+
+#[tokio::test]
+async fn a_rule_giving_an_unusable_topology_is_admitted_with_the_warning_mutate_gives() {
+    // The rule's zone group captures "bad/zone", which no label value can be.
+    let reviewer = reviewer(rules(
+        "rules:\n  - driver: ebs.csi.aws.com\n    volumeHandle: '^(?P<zone>[^:]*):'\n",
+    ));
+    let body = create_review(pv(csi("ebs.csi.aws.com", "bad/zone:vol"), None));
+    let mutated = review(&reviewer, &body).await;
+    assert_eq!(mutated.outcome(), "invalid-topology");
+    let warnings = mutated.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("gave an unusable topology") && warnings[0].contains("rules[0]"),
+        "{warnings:?}"
+    );
+    let validated = validate(&reviewer, &body).await;
+    assert!(validated.allowed(), "{}", validated.message());
+    assert_eq!(validated.outcome(), "invalid-topology");
+    assert_eq!(validated.warnings(), warnings);
+    assert_eq!(validated.audit("source"), mutated.audit("source"));
+}
