@@ -259,6 +259,7 @@ async fn a_region_listing_more_zones_than_any_region_has_is_refused() {
 
 #[tokio::test]
 async fn zones_outside_the_region_or_the_project_are_refused() {
+    let other_project = "https://www.googleapis.com/compute/v1/projects/other-project/zones/us-central1-b";
     for (zone, shown) in [
         (
             "europe-west1-b",
@@ -275,6 +276,11 @@ async fn zones_outside_the_region_or_the_project_are_refused() {
         (
             "us-central1-A",
             "https://www.googleapis.com/compute/v1/projects/demo-project/zones/us-central1-A",
+        ),
+        (other_project, other_project),
+        (
+            "https://www.googleapis.com/compute/v1/projects/demo-project/regions/us-central1-b",
+            "https://www.googleapis.com/compute/v1/projects/demo-project/regions/us-central1-b",
         ),
     ] {
         let fake = region_answering(json!(["us-central1-a", zone]));

@@ -20,7 +20,10 @@ One scenario file (see tests/data/gcp/scenario.json):
                          (null: the instance has no service account, 404)},
    "compute": {"disks": [{"project", "zone", "name", "delay_seconds"?}],
                "regionDisks": [{"project", "region", "name", "replicaZones": [zone, zone]}],
-               "regions": {"us-central1": ["us-central1-a", ...]}  (regions.get, any project),
+               "regions": {"us-central1": ["us-central1-a", ...]}  (regions.get, any project;
+                          an entry that is a https:// URL is answered as it is),
+               "regions_fail_after": N  (regions.get answers 503 backendError after N answers),
+               "delay_seconds": 0.2  (every Compute answer waits this long first),
                "denied_projects": ["p"]},
    "sts": {"audience": "identitynamespace:P.svc.id.goog:PROVIDER",
            "subject_tokens": ["the accepted service-account JWTs"], "expires_in": 3600,
@@ -70,7 +73,9 @@ at the URL an instance attribute such as google-dockercfg-url names. "repeat"
 sends the body N times (an oversized answer).
 
 GET /__requests answers {"METHOD /path": count} of the requests so far (not
-counting itself), so tests can count fetches. POST /__sts/subject_tokens with a
+counting itself), so tests can count fetches; besides, "connections" counts the
+connections accepted and "max in flight compute" the most Compute requests
+answered at once. POST /__sts/subject_tokens with a
 token as its body adds it to sts.subject_tokens (not counted either): a test
 whose tokens are issued while it runs (by a real kube-apiserver) tells the fake
 each one before the token is exchanged.
@@ -85,7 +90,8 @@ from collections import Counter
 from datetime import datetime, timezone
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from fakebase import LOCK, FakeHandler, serve
+import fakebase
+from fakebase import LOCK, REQUESTS, FakeHandler, serve
 
 METADATA_ROOT = "/computeMetadata/v1/"
 COMPUTE_URL = "https://www.googleapis.com/compute/v1/"
@@ -107,6 +113,7 @@ ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
 JWT = "urn:ietf:params:oauth:token-type:jwt"
 
 ISSUED = {}  # token -> (expires at, scopes)
+COMPUTE_IN_FLIGHT = [0]
 SERIAL = Counter()
 
 
@@ -135,6 +142,10 @@ UNAUTHENTICATED = google_error(
 
 
 class Handler(FakeHandler):
+    def setup(self):
+        super().setup()
+        self.count("connections")
+
     def bearer(self):
         """The scopes of a valid bearer token this fake issued, or None."""
         auth = self.headers.get("Authorization", "")
@@ -237,6 +248,17 @@ class Handler(FakeHandler):
 
     def compute(self, path):
         config = self.scenario.get("compute", {})
+        with LOCK:
+            COMPUTE_IN_FLIGHT[0] += 1
+            REQUESTS["max in flight compute"] = max(REQUESTS["max in flight compute"], COMPUTE_IN_FLIGHT[0])
+        try:
+            time.sleep(config.get("delay_seconds", 0))
+            return self.compute_answer(path, config)
+        finally:
+            with LOCK:
+                COMPUTE_IN_FLIGHT[0] -= 1
+
+    def compute_answer(self, path, config):
         region = re.fullmatch(r"projects/([^/]+)/regions/([^/]+)", path)
         if region:
             return self.region(path, config, *region.groups())
@@ -283,13 +305,18 @@ class Handler(FakeHandler):
         if project in config.get("denied_projects", []):
             message = f"Required 'compute.regions.get' permission for '{path}'"
             return self.reply(403, google_error(403, "PERMISSION_DENIED", message, reason="forbidden"))
+        with LOCK:
+            answered = REQUESTS[f"GET /compute/v1/{path}"]
+        if answered > config.get("regions_fail_after", answered):
+            message = "Internal error. Please try again or contact Google Support."
+            return self.reply(503, google_error(503, "UNAVAILABLE", message, reason="backendError"))
         zones = config.get("regions", {}).get(name)
         if zones is None:
             message = f"The resource '{path}' was not found"
             return self.reply(404, google_error(404, "NOT_FOUND", message, reason="notFound"))
         prefix = f"{COMPUTE_URL}projects/{project}/"
         return self.reply(200, {"kind": "compute#region", "name": name, "status": "UP",
-                                "zones": [f"{prefix}zones/{z}" for z in zones],
+                                "zones": [z if z.startswith("https://") else f"{prefix}zones/{z}" for z in zones],
                                 "selfLink": f"{prefix}regions/{name}"})
 
     @staticmethod
@@ -412,8 +439,14 @@ class Handler(FakeHandler):
                                 "expireTime": expires.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")})
 
 
+class Server(fakebase.Server):
+    # Google's front ends take every connection at once; Python's default backlog of 5
+    # would hold back a burst of concurrent calls in SYN retries.
+    request_queue_size = 1024
+
+
 def main():
-    serve(Handler)
+    serve(Handler, Server)
 
 
 if __name__ == "__main__":

@@ -177,6 +177,7 @@ pub struct Gcp;
 impl FakeKind for Gcp {
     const SCRIPT: &'static str = "gcp_server.py";
     const DATA: &'static str = "gcp";
+    const NOT_REQUESTS: &'static [&'static str] = &["connections", "max in flight"];
 }
 
 /// `tests/fakes/gcp_server.py` on 127.0.0.1: the GCE metadata server
