@@ -2,24 +2,35 @@
 //! webhook would resolve it, and judged by the same code: what /mutate would add
 //! ([`crate::decision::wanted`]) and what /validate would refuse
 //! ([`crate::validate::contradictions`]). [`classify`] is pure (a PV and its
-//! [`Resolution`] in, a [`Finding`] out); [`audit`] lists the PVs (paged), resolves and
-//! classifies each, and with `--fix-labels` adds the missing labels by a merge patch.
+//! [`Resolution`] in, a [`Finding`] out); [`run`] lists the PVs a page at a time
+//! ([`apiserver`], every answer bounded), resolves and classifies each, with
+//! `--fix-labels` adds the missing labels by a merge patch, and writes each page's rows
+//! before asking for the next ([`report`]), within `--deadline` and `--max-pages`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::{self, Write as _};
+use std::hash::{BuildHasher as _, RandomState};
+use std::io::Write;
+use std::time::{Duration, Instant};
 
+use cloud_access::go_duration::format as duration;
 use k8s_openapi::api::core::v1::PersistentVolume;
-use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::cli::{AuditArgs, AuditOutput};
+use crate::cli::AuditArgs;
 use crate::decision::{is_trusted, wanted};
 use crate::model::{Resolution, Volume};
 use crate::resolve::Resolver;
 use crate::source::{VolumeIdentity, identify_pv};
 use crate::validate::contradictions;
+
+pub mod apiserver;
+pub mod report;
+
+use self::apiserver::{ApiError, Apiserver};
+pub use self::report::{Progress, Report, render};
 
 /// Where the recreate procedure is documented.
 pub const REMEDY: &str = "docs/webhook.md, \"Migrating from the in-tree PersistentVolumeLabel plugin\"";
@@ -250,7 +261,7 @@ pub async fn examine(resolver: &Resolver, pv: &PersistentVolume) -> Finding {
     classify(pv, Some(&identity), &resolution)
 }
 
-/// Why `audit` could not finish.
+/// Why `audit` could not finish; each names the server (or the flag) and the fix.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum AuditError {
@@ -266,32 +277,47 @@ pub enum AuditError {
     Context(#[source] kube::config::KubeconfigError),
     #[error("cannot make a client for the cluster: {0}")]
     Client(#[source] kube::Error),
-    #[error("cannot list PersistentVolumes (the audit needs `list` on persistentvolumes): {0}")]
-    List(String),
-    #[error("--fix-labels: {failed} PV(s) not patched; first, {name}: {message}")]
+    #[error("cannot list PersistentVolumes from {server} (page {page}): {error}{}", if error.is_forbidden() { " (the audit needs `list` on persistentvolumes)" } else { "" })]
+    List {
+        server: String,
+        page: usize,
+        error: ApiError,
+    },
+    #[error(
+        "cannot list PersistentVolumes from {server}: the continue token of page {page} repeats an earlier page's (the apiserver pages in a loop)"
+    )]
+    RepeatedToken { server: String, page: usize },
+    #[error(
+        "cannot list PersistentVolumes from {server}: more than --max-pages {max} pages of --page-size {page_size} (raise --max-pages for a cluster this large)"
+    )]
+    MaxPages { server: String, max: u32, page_size: u32 },
+    #[error("--deadline {} passed listing PersistentVolumes from {server}, at page {page} with {judged} PVs judged (raise --deadline, or find what is slow: the apiserver or a lookup)", duration(*.deadline))]
+    Deadline {
+        server: String,
+        deadline: Duration,
+        page: usize,
+        judged: usize,
+    },
+    #[error("--fix-labels: {failed} PV(s) not patched at {server}; first, {name}: {message}")]
     Fix {
+        server: String,
         failed: usize,
         name: String,
         message: String,
     },
+    #[error("cannot write the report: {0}")]
+    Output(#[source] std::io::Error),
 }
 
-/// What the apiserver said (its Status message and code), or the client's error.
-fn describe(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => format!("{} ({} {})", status.message, status.code, status.reason),
-        other => other.to_string(),
-    }
-}
-
-/// A client for the cluster `args` name: `--kubeconfig` (with `--context`), else
-/// kube's inference ($KUBECONFIG, ~/.kube/config, the in-cluster service account).
-pub async fn client(args: &AuditArgs) -> Result<kube::Client, AuditError> {
+/// The kube configuration for the cluster `args` name: `--kubeconfig` (with
+/// `--context`), else kube's inference ($KUBECONFIG, ~/.kube/config, the in-cluster
+/// service account).
+pub async fn config(args: &AuditArgs) -> Result<kube::Config, AuditError> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match (&args.kubeconfig, &args.context) {
+    match (&args.kubeconfig, &args.context) {
         (Some(path), _) => {
             let kubeconfig_error = |source| AuditError::Kubeconfig {
                 path: path.display().to_string(),
@@ -300,74 +326,148 @@ pub async fn client(args: &AuditArgs) -> Result<kube::Client, AuditError> {
             let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
-                .map_err(kubeconfig_error)?
+                .map_err(kubeconfig_error)
         }
         (None, Some(_)) => kube::Config::from_kubeconfig(&options)
             .await
-            .map_err(AuditError::Context)?,
-        (None, None) => kube::Config::infer().await.map_err(AuditError::Infer)?,
-    };
-    kube::Client::try_from(config).map_err(AuditError::Client)
+            .map_err(AuditError::Context),
+        (None, None) => kube::Config::infer().await.map_err(AuditError::Infer),
+    }
 }
 
-/// Lists every PV (pages of `page_size`), classifies each with `resolver` and, with
-/// `fix_labels`, patches the missing labels in. The findings, in the apiserver's order;
-/// a failed patch is an error after the rest were tried, the findings with it.
-pub async fn audit(
-    client: kube::Client,
-    resolver: &Resolver,
-    page_size: u32,
-    fix_labels: bool,
-) -> Result<(Vec<Finding>, Option<AuditError>), AuditError> {
-    let api: Api<PersistentVolume> = Api::all(client);
-    let mut findings = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default().limit(page_size);
-        if let Some(token) = &token {
-            params = params.continue_token(token);
-        }
-        let page = api.list(&params).await.map_err(|e| AuditError::List(describe(&e)))?;
-        for pv in &page.items {
-            findings.push(examine(resolver, pv).await);
-        }
-        token = page.metadata.continue_.filter(|t| !t.is_empty());
-        if token.is_none() {
-            break;
-        }
-    }
-    if !fix_labels {
-        return Ok((findings, None));
-    }
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
+/// How far the audit got, kept outside the deadline's future so that its error can
+/// say so.
+#[derive(Debug, Default)]
+struct Walked {
+    pages: usize,
+    judged: usize,
+    fix_failed: usize,
+    first_fix_failure: Option<(String, String)>,
+}
+
+/// The whole of `audit`: lists every PV, a page at a time, judges each with `resolver`,
+/// with `--fix-labels` patches the missing labels in, and writes each page's rows to
+/// `out` before asking for the next. The exit status (0 or 2), after the summary on
+/// stderr; an error once the report so far is closed.
+pub async fn run(args: &AuditArgs, resolver: &Resolver, out: impl Write) -> Result<u8, AuditError> {
+    let started = Instant::now();
+    let config = config(args).await?;
+    let apiserver = Apiserver::new(config, args.request_timeout).map_err(AuditError::Client)?;
+    let mut report = Report::new(out, args.output);
+    let mut walked = Walked::default();
+    let deadline = tokio::time::Instant::from_std(started) + args.deadline;
+    let walk = walk(args, &apiserver, resolver, &mut report, &mut walked, started);
+    let result = match tokio::time::timeout_at(deadline, walk).await {
+        Ok(result) => result,
+        Err(_) => Err(AuditError::Deadline {
+            server: apiserver.server().to_owned(),
+            deadline: args.deadline,
+            page: walked.pages + 1,
+            judged: walked.judged,
+        }),
     };
-    let (mut failed, mut first) = (0, None);
-    for finding in &mut findings {
-        if finding.missing_labels.is_empty() || finding.status == Status::Contradicts {
-            continue;
+    // The rows so far stay a whole document, whatever stopped the audit; an audit that
+    // judged nothing before its error writes nothing.
+    if result.is_ok() || report.rows() > 0 {
+        report.finish().map_err(AuditError::Output)?;
+    }
+    result?;
+    if let Some((name, message)) = walked.first_fix_failure {
+        return Err(AuditError::Fix {
+            server: apiserver.server().to_owned(),
+            failed: walked.fix_failed,
+            name,
+            message,
+        });
+    }
+    eprintln!("{}", report.summary(walked.pages));
+    Ok(report.exit_code())
+}
+
+async fn walk(
+    args: &AuditArgs,
+    apiserver: &Apiserver,
+    resolver: &Resolver,
+    report: &mut Report<impl Write>,
+    walked: &mut Walked,
+    started: Instant,
+) -> Result<(), AuditError> {
+    let max_pages = args.max_pages();
+    let mut progress = Progress::starting(started);
+    let mut token: Option<String> = None;
+    // Hashes of the tokens seen: a token is up to a page's bytes, its hash 8.
+    let hasher = RandomState::new();
+    let mut seen = HashSet::new();
+    loop {
+        let page = walked.pages + 1;
+        if page > max_pages as usize {
+            return Err(AuditError::MaxPages {
+                server: apiserver.server().to_owned(),
+                max: max_pages,
+                page_size: args.page_size,
+            });
         }
-        // Only metadata.labels: labels are mutable, and nothing else is touched.
-        let patch = serde_json::json!({"metadata": {"labels": &finding.missing_labels}});
-        match api.patch(&finding.name, &params, &Patch::Merge(&patch)).await {
-            Ok(_) => fixed(finding),
-            Err(source) => {
-                failed += 1;
-                first.get_or_insert_with(|| {
-                    let mut message = describe(&source);
-                    if matches!(&source, kube::Error::Api(status) if status.code == 403) {
-                        message.push_str(
-                            " (--fix-labels needs `patch` on persistentvolumes: the ClusterRole pv-topology-webhook-audit-fix-labels of manifests/webhook/audit/fix-labels)",
-                        );
-                    }
-                    (finding.name.clone(), message)
-                });
+        let listed = apiserver
+            .list(args.page_size, token.as_deref())
+            .await
+            .map_err(|error| AuditError::List {
+                server: apiserver.server().to_owned(),
+                page,
+                error,
+            })?;
+        walked.pages = page;
+        let mut findings = Vec::with_capacity(listed.items.len());
+        for pv in &listed.items {
+            let mut finding = examine(resolver, pv).await;
+            if args.fix_labels {
+                fix(apiserver, &mut finding, walked).await;
             }
+            findings.push(finding);
+        }
+        drop(listed.items);
+        walked.judged += findings.len();
+        report.page(&findings).map_err(AuditError::Output)?;
+        if let Some(line) = progress.line(Instant::now(), walked.judged, page) {
+            eprintln!("{line}");
+        }
+        token = listed.continue_token;
+        let Some(next) = &token else {
+            return Ok(());
+        };
+        if !seen.insert(hasher.hash_one(next)) {
+            return Err(AuditError::RepeatedToken {
+                server: apiserver.server().to_owned(),
+                page,
+            });
         }
     }
-    let failure = first.map(|(name, message)| AuditError::Fix { failed, name, message });
-    Ok((findings, failure))
+}
+
+/// With `--fix-labels`: patches `finding`'s missing labels in (not a PV whose labels
+/// contradict its disk); a refusal is counted in `walked`, the first kept.
+async fn fix(apiserver: &Apiserver, finding: &mut Finding, walked: &mut Walked) {
+    if finding.missing_labels.is_empty() || finding.status == Status::Contradicts {
+        return;
+    }
+    // Only metadata.labels: labels are mutable, and nothing else is touched.
+    match apiserver
+        .patch_labels(&finding.name, &finding.missing_labels, FIELD_MANAGER)
+        .await
+    {
+        Ok(()) => fixed(finding),
+        Err(error) => {
+            walked.fix_failed += 1;
+            walked.first_fix_failure.get_or_insert_with(|| {
+                let mut message = error.to_string();
+                if error.is_forbidden() {
+                    message.push_str(
+                        " (--fix-labels needs `patch` on persistentvolumes: the ClusterRole pv-topology-webhook-audit-fix-labels of manifests/webhook/audit/fix-labels)",
+                    );
+                }
+                (finding.name.clone(), message)
+            });
+        }
+    }
 }
 
 /// `finding` after its missing labels were added.
@@ -390,55 +490,6 @@ pub fn fixed(finding: &mut Finding) {
             let _ = write!(finding.detail, "; labels added: {added}");
         }
     }
-}
-
-/// The report in the chosen format, ending with a newline.
-pub fn render(findings: &[Finding], output: AuditOutput) -> String {
-    match output {
-        AuditOutput::Json => {
-            // Serializing strings and maps of strings cannot fail.
-            let mut text = serde_json::to_string_pretty(findings).unwrap_or_else(|_| "[]".to_owned());
-            text.push('\n');
-            text
-        }
-        AuditOutput::Table => table(findings),
-    }
-}
-
-fn table(findings: &[Finding]) -> String {
-    let rows: Vec<[String; 4]> = findings
-        .iter()
-        .map(|f| {
-            [
-                f.name.clone(),
-                f.volume.clone().unwrap_or_else(|| "-".to_owned()),
-                f.status.to_string(),
-                f.detail.clone(),
-            ]
-        })
-        .collect();
-    let header = ["NAME", "VOLUME", "STATUS", "DETAIL"].map(str::to_owned);
-    let mut widths = [0usize; 3];
-    for row in std::iter::once(&header).chain(&rows) {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut text = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
-        let _ = writeln!(
-            text,
-            "{:w0$}  {:w1$}  {:w2$}  {}",
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2]
-        );
-    }
-    text
 }
 
 /// The exit status for `findings`: 0 when every PV is fine, 2 when one is not.

@@ -264,6 +264,36 @@ pub struct AuditArgs {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub page_size: u32,
+    /// The most pages one audit reads; unset: enough for a million PersistentVolumes
+    /// (1,000,000 / --page-size, rounded up). More is an error: an apiserver that pages
+    /// without end cannot keep the audit running.
+    #[arg(
+        long,
+        value_name = "COUNT",
+        env = "PV_TOPOLOGY_WEBHOOK_MAX_PAGES",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_pages: Option<u32>,
+    /// The most one request to the apiserver (a page of the list, a patch) may take,
+    /// from connecting to the last byte of its answer.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_REQUEST_TIMEOUT",
+        default_value = "30s",
+        value_parser = duration::positive
+    )]
+    pub request_timeout: Duration,
+    /// The most the whole audit may take; past it the audit stops with exit status 1
+    /// (the rows judged so far are written). The Job's activeDeadlineSeconds is longer.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_DEADLINE",
+        default_value = "10m",
+        value_parser = duration::positive
+    )]
+    pub deadline: Duration,
     /// Add the missing topology labels through the apiserver (a merge patch of
     /// metadata.labels; needs `patch` on persistentvolumes). nodeAffinity is immutable:
     /// PVs lacking it are reported with the remedy.
@@ -272,6 +302,17 @@ pub struct AuditArgs {
     #[command(flatten)]
     pub topology: TopologyArgs,
 }
+
+impl AuditArgs {
+    /// `--max-pages`, or its default for `--page-size`.
+    pub fn max_pages(&self) -> u32 {
+        self.max_pages
+            .unwrap_or_else(|| DEFAULT_MAX_AUDIT_PVS.div_ceil(self.page_size).max(1))
+    }
+}
+
+/// The cluster size `--max-pages`' default allows.
+pub const DEFAULT_MAX_AUDIT_PVS: u32 = 1_000_000;
 
 /// `audit --output` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -448,6 +489,9 @@ mod tests {
         };
         assert_eq!(args.output, AuditOutput::Table);
         assert_eq!(args.page_size, 500);
+        assert_eq!(args.max_pages(), 2000, "a million PVs");
+        assert_eq!(args.request_timeout, Duration::from_secs(30));
+        assert_eq!(args.deadline, Duration::from_secs(600));
         assert!(!args.fix_labels);
         assert_eq!(args.kubeconfig, None);
         let cli = Cli::try_parse_from([
@@ -472,12 +516,38 @@ mod tests {
         };
         assert_eq!(args.output, AuditOutput::Json);
         assert_eq!(args.page_size, 2);
+        assert_eq!(args.max_pages(), 500_000);
         assert!(args.fix_labels);
         assert_eq!(args.kubeconfig, Some(PathBuf::from("k.yaml")));
         assert_eq!(args.context.as_deref(), Some("prod"));
         assert_eq!(args.topology.rules, vec![PathBuf::from("r.yaml")]);
         assert!(args.topology.gce.gce_lookup);
-        for bad in [["--output", "yaml"], ["--page-size", "0"]] {
+        let cli = Cli::try_parse_from([
+            "pv-topology-webhook",
+            "audit",
+            "--page-size",
+            "3",
+            "--max-pages",
+            "7",
+            "--request-timeout",
+            "2s",
+            "--deadline",
+            "1h",
+        ])
+        .expect("the audit limit flags parse");
+        let Command::Audit(args) = cli.command else {
+            panic!("not parsed as audit: {:?}", cli.command);
+        };
+        assert_eq!(args.max_pages(), 7);
+        assert_eq!(args.request_timeout, Duration::from_secs(2));
+        assert_eq!(args.deadline, Duration::from_secs(3600));
+        for bad in [
+            ["--output", "yaml"],
+            ["--page-size", "0"],
+            ["--max-pages", "0"],
+            ["--request-timeout", "0s"],
+            ["--deadline", "10"],
+        ] {
             let mut argv = vec!["pv-topology-webhook", "audit"];
             argv.extend_from_slice(&bad);
             let error = Cli::try_parse_from(argv).unwrap_err().to_string();

@@ -201,17 +201,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Audit(args) => {
             let resolver = setup::resolver(&args.topology, None)?;
-            let client = audit::client(&args).await?;
-            let (findings, failure) = audit::audit(client, &resolver, args.page_size, args.fix_labels).await?;
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(audit::render(&findings, args.output).as_bytes())
-                .and_then(|()| stdout.flush())
-                .map_err(Error::Stdout)?;
-            match failure {
-                Some(error) => Err(error.into()),
-                None => Ok(ExitCode::from(audit::exit_code(&findings))),
-            }
+            let code = audit::run(&args, &resolver, std::io::stdout()).await?;
+            Ok(ExitCode::from(code))
         }
         Command::Review(args) => {
             let reviewer = reviewer(&args.topology, &args.decision, None)?;

@@ -1,0 +1,545 @@
+//! `audit`'s requests to the apiserver, each bounded: in time (`--request-timeout`, from
+//! connecting to the answer's last byte, so that a server dripping bytes cannot hold it
+//! either), in bytes ([`MAX_PAGE_BYTES`], a declared length refused before reading) and
+//! in items (no more than the page asked for, counted while parsing). A refusal is read
+//! as the `metav1.Status` the API conventions give, its message cleaned of the bearer
+//! token this client sent; anything else (a redirect, a proxy's page) is named by its
+//! status line. The client is kube's, built from the same [`kube::Config`] and the same
+//! layers (base URI, authentication, extra headers) as [`kube::Client::try_from`], less
+//! its tracing layer, whose own `ERROR` lines would double every failure, and with
+//! retries of its own in place of kube's, whose back-off (up to 15 tries) outlasts
+//! the request timeout and hides the apiserver's answer.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use hyper::StatusCode;
+use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, LOCATION, RETRY_AFTER};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::client::{Body, ClientBuilder, ConfigExt as _};
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use thiserror::Error;
+use tower::ServiceExt as _;
+
+use cloud_access::logging::{clean_text, error_chain};
+
+/// The most bytes one page of the list may take. A PV object is 1–3 KiB, so a page of
+/// the default 500 is about 1.5 MiB; the cap leaves 64 KiB for each of 500 (objects with
+/// large annotations) and bounds memory whatever the server sends.
+pub const MAX_PAGE_BYTES: usize = 32 << 20;
+/// The most bytes of a refusal's body read (a `Status` is a few hundred).
+pub const MAX_ERROR_BYTES: usize = 64 << 10;
+/// Attempts of a request the apiserver answers as busy (429, 503, 504).
+pub const ATTEMPTS: u32 = 3;
+/// The longest wait before trying again, whatever `Retry-After` says.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
+/// The most characters of the apiserver's message kept in an error line.
+const MESSAGE_LIMIT: usize = 500;
+
+const PERSISTENT_VOLUMES: &str = "/api/v1/persistentvolumes";
+
+/// Why a request to the apiserver failed; the message is fit for one line.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    #[error("no complete answer within --request-timeout {}", cloud_access::go_duration::format(*.0))]
+    Timeout(Duration),
+    /// Connecting, TLS, authentication or the connection breaking (the cleaned chain).
+    #[error("{0}")]
+    Transport(String),
+    #[error("the answer is larger than {} MiB", .0 >> 20)]
+    TooLarge(usize),
+    /// A `metav1.Status` (or a body that is none, its cleaned start, as the message).
+    #[error("{message} ({code} {reason})")]
+    Status { code: u16, reason: String, message: String },
+    /// A status that is neither success nor a refusal: a redirect, an informational one.
+    #[error("the apiserver answered {status}{}, which it never does for this request (a proxy or a wrong server URL?)", .location.as_ref().map(|l| format!(" to {l}")).unwrap_or_default())]
+    Unexpected { status: String, location: Option<String> },
+    #[error("the answer is not a PersistentVolumeList: {0}")]
+    Decode(String),
+    #[error("the page has more than the {0} items asked for")]
+    TooManyItems(u32),
+}
+
+impl ApiError {
+    /// Whether the apiserver refused for lack of permission.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, ApiError::Status { code: 403, .. })
+    }
+}
+
+/// One page of the PersistentVolume list.
+#[derive(Debug, Default)]
+pub struct Page {
+    pub items: Vec<PersistentVolume>,
+    /// The token for the next page; none (or empty): the last page.
+    pub continue_token: Option<String>,
+}
+
+/// The credentials the client sent, as seen in its `Authorization` header: what the
+/// apiserver's messages are cleaned of.
+#[derive(Debug, Clone, Default)]
+struct Sent(Arc<Mutex<Vec<String>>>);
+
+impl Sent {
+    /// Keeps the secret parts of an `Authorization` value: a bearer token; Basic's
+    /// base64, the user:password it encodes and the password alone.
+    fn remember(&self, value: &[u8]) {
+        let Ok(value) = std::str::from_utf8(value) else {
+            return;
+        };
+        let mut secrets = vec![value.to_owned()];
+        if let Some((scheme, credential)) = value.split_once(' ') {
+            let credential = credential.trim();
+            secrets.push(credential.to_owned());
+            if scheme.eq_ignore_ascii_case("basic")
+                && let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(credential)
+                && let Ok(decoded) = String::from_utf8(decoded)
+            {
+                if let Some((_, password)) = decoded.split_once(':') {
+                    secrets.push(password.to_owned());
+                }
+                secrets.push(decoded);
+            }
+        }
+        let mut kept = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for secret in secrets {
+            // A refreshed token adds one; a handful is all a run ever sees.
+            if !kept.contains(&secret) && kept.len() < 16 {
+                kept.push(secret);
+            }
+        }
+    }
+
+    fn clean(&self, text: &str, limit: usize) -> String {
+        let kept = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let secrets: Vec<&str> = kept.iter().map(String::as_str).collect();
+        clean_text(text, &secrets, limit)
+    }
+}
+
+/// The apiserver of the cluster the kubeconfig names, reached with its credentials.
+pub struct Apiserver {
+    client: kube::Client,
+    sent: Sent,
+    server: String,
+    request_timeout: Duration,
+}
+
+impl fmt::Debug for Apiserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Apiserver")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Apiserver {
+    /// A client for `config`'s cluster whose every request ends within `request_timeout`.
+    pub fn new(config: kube::Config, request_timeout: Duration) -> Result<Self, kube::Error> {
+        let server = shown_server(&config.cluster_url);
+        if config.proxy_url.is_some() {
+            // kube is built without its proxy features, as for the standard client.
+            return Err(kube::Error::ProxyProtocolUnsupported {
+                proxy_url: Box::new(config.proxy_url.clone().unwrap_or_default()),
+            });
+        }
+        let mut connector = HttpConnector::new();
+        connector.enforce_http(false);
+        connector.set_connect_timeout(Some(request_timeout));
+        let https = config.rustls_https_connector_with_connector(connector)?;
+        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build::<_, Body>(https);
+        let sent = Sent::default();
+        let seen = sent.clone();
+        // Innermost, under the authentication layer: sees the header as it goes out.
+        let http = http
+            .map_request(move |request: hyper::Request<Body>| {
+                if let Some(value) = request.headers().get(AUTHORIZATION) {
+                    seen.remember(value.as_bytes());
+                }
+                request
+            })
+            // The authentication layer's errors are boxed: the stack's are too.
+            .map_err(tower::BoxError::from);
+        let builder =
+            ClientBuilder::new(http, config.default_namespace.clone()).with_layer(&config.extra_headers_layer()?);
+        let client = match config.auth_layer()? {
+            Some(auth) => builder.with_layer(&auth).with_layer(&config.base_uri_layer()).build(),
+            None => builder.with_layer(&config.base_uri_layer()).build(),
+        };
+        Ok(Self {
+            client,
+            sent,
+            server,
+            request_timeout,
+        })
+    }
+
+    /// The server as error lines name it: scheme, host and port.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Text from outside cleaned for a line: the credentials sent cut, control characters
+    /// escaped, at most `limit` characters.
+    pub fn clean(&self, text: &str, limit: usize) -> String {
+        self.sent.clean(text, limit)
+    }
+
+    /// One page of at most `limit` PersistentVolumes, from `continue_token` on.
+    pub async fn list(&self, limit: u32, continue_token: Option<&str>) -> Result<Page, ApiError> {
+        let mut params = ListParams::default().limit(limit);
+        if let Some(token) = continue_token {
+            params = params.continue_token(token);
+        }
+        let request = kube::core::Request::new(PERSISTENT_VOLUMES)
+            .list(&params)
+            .map_err(|e| ApiError::Transport(e.to_string()))?;
+        let body = self.exchange(request, MAX_PAGE_BYTES).await?;
+        // Parsing 32 MiB takes a fraction of a second: off the async workers all the same.
+        tokio::task::spawn_blocking(move || parse_page(&body, limit))
+            .await
+            .map_err(|e| ApiError::Decode(e.to_string()))?
+    }
+
+    /// Merges `labels` into PV `name`'s metadata.labels (nothing else is touched).
+    pub async fn patch_labels(
+        &self,
+        name: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+        field_manager: &str,
+    ) -> Result<(), ApiError> {
+        let params = PatchParams {
+            field_manager: Some(field_manager.to_owned()),
+            ..PatchParams::default()
+        };
+        let patch = serde_json::json!({"metadata": {"labels": labels}});
+        let request = kube::core::Request::new(PERSISTENT_VOLUMES)
+            .patch(name, &params, &Patch::Merge(&patch))
+            .map_err(|e| ApiError::Transport(e.to_string()))?;
+        // The answer is the patched PV: only its arrival matters.
+        self.exchange(request, MAX_PAGE_BYTES).await.map(drop)
+    }
+
+    /// Sends `request` and reads its answer's body, at most `cap` bytes, each attempt
+    /// within the request timeout; a status other than 2xx is an error. The answers of
+    /// a busy apiserver (429, 503, 504) are tried again, [`ATTEMPTS`] in all, after their
+    /// `Retry-After` (at most [`MAX_RETRY_DELAY`]) or 1 s, then 2 s.
+    async fn exchange(&self, request: hyper::Request<Vec<u8>>, cap: usize) -> Result<Vec<u8>, ApiError> {
+        let mut attempt = 1;
+        loop {
+            let answer = tokio::time::timeout(self.request_timeout, self.attempt(copy(&request), cap)).await;
+            let (result, retry_after) = answer.unwrap_or((Err(ApiError::Timeout(self.request_timeout)), None));
+            match result {
+                Err(ApiError::Status {
+                    code: 429 | 503 | 504, ..
+                }) if attempt < ATTEMPTS => {
+                    let delay = retry_after.unwrap_or(Duration::from_secs(1 << (attempt - 1)));
+                    tokio::time::sleep(delay.min(MAX_RETRY_DELAY)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`Apiserver::exchange`], with the answer's `Retry-After` in seconds.
+    async fn attempt(
+        &self,
+        request: hyper::Request<Vec<u8>>,
+        cap: usize,
+    ) -> (Result<Vec<u8>, ApiError>, Option<Duration>) {
+        let response = match self.client.send(request.map(Body::from)).await {
+            Ok(response) => response,
+            Err(e) => return (Err(self.transport(&e)), None),
+        };
+        let status = response.status();
+        let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
+        let location = header(LOCATION).map(|l| self.clean(l, 200));
+        let declared = header(CONTENT_LENGTH).and_then(|l| l.parse::<u64>().ok());
+        let retry_after = header(RETRY_AFTER)
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let mut body = response.into_body();
+        if status.is_success() {
+            return (read_capped(&mut body, declared, cap, |e| self.transport(e)).await, None);
+        }
+        if status.is_client_error() || status.is_server_error() {
+            let text = match read_capped(&mut body, declared, MAX_ERROR_BYTES, |e| self.transport(e)).await {
+                Ok(text) => text,
+                Err(ApiError::TooLarge(_)) => b"(a body larger than 64 KiB)".to_vec(),
+                Err(other) => return (Err(other), None),
+            };
+            return (Err(self.refusal(status, &text)), retry_after);
+        }
+        let unexpected = ApiError::Unexpected {
+            status: status_line(status),
+            location,
+        };
+        (Err(unexpected), None)
+    }
+
+    fn transport(&self, error: &dyn std::error::Error) -> ApiError {
+        ApiError::Transport(self.clean(&error_chain(error), MESSAGE_LIMIT))
+    }
+
+    /// A 4xx or 5xx as the `Status` in its body says, cleaned; a body that is none, by
+    /// its status line and the start of the body.
+    fn refusal(&self, status: StatusCode, body: &[u8]) -> ApiError {
+        #[derive(Deserialize)]
+        struct Status {
+            #[serde(default)]
+            kind: String,
+            #[serde(default)]
+            message: String,
+            #[serde(default)]
+            reason: String,
+        }
+        let (reason, message) = match serde_json::from_slice::<Status>(body) {
+            Ok(s) if s.kind == "Status" => (s.reason, s.message),
+            _ => (String::new(), String::from_utf8_lossy(body).trim().to_owned()),
+        };
+        let reason = if reason.is_empty() {
+            status.canonical_reason().unwrap_or("").to_owned()
+        } else {
+            reason
+        };
+        ApiError::Status {
+            code: status.as_u16(),
+            reason: self.clean(&reason, 100),
+            message: self.clean(&message, MESSAGE_LIMIT),
+        }
+    }
+}
+
+/// `request` again (its body is bytes).
+fn copy(request: &hyper::Request<Vec<u8>>) -> hyper::Request<Vec<u8>> {
+    let mut copy = hyper::Request::new(request.body().clone());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.headers_mut() = request.headers().clone();
+    copy
+}
+
+fn status_line(status: StatusCode) -> String {
+    format!("{} {}", status.as_u16(), status.canonical_reason().unwrap_or(""))
+        .trim_end()
+        .to_owned()
+}
+
+/// `uri` as scheme://host:port, without any user information.
+fn shown_server(uri: &hyper::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("https");
+    let host = uri.host().unwrap_or("");
+    match uri.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    }
+}
+
+/// The whole body, refused once past `cap` bytes (or when its declared length is).
+async fn read_capped(
+    body: &mut Body,
+    declared: Option<u64>,
+    cap: usize,
+    transport: impl Fn(&dyn std::error::Error) -> ApiError,
+) -> Result<Vec<u8>, ApiError> {
+    if declared.is_some_and(|length| length > cap as u64) {
+        return Err(ApiError::TooLarge(cap));
+    }
+    let mut buffer = Vec::new();
+    while let Some(frame) =
+        std::future::poll_fn(|cx| hyper::body::Body::poll_frame(std::pin::Pin::new(&mut *body), cx)).await
+    {
+        let frame = frame.map_err(|e| transport(&e))?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        if buffer.len() + data.len() > cap {
+            return Err(ApiError::TooLarge(cap));
+        }
+        buffer.extend_from_slice(&data);
+    }
+    Ok(buffer)
+}
+
+/// A `PersistentVolumeList` page with at most `limit` items: more are refused as they
+/// are met, before they are built.
+pub fn parse_page(body: &[u8], limit: u32) -> Result<Page, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let page = PageSeed { limit }
+        .deserialize(&mut deserializer)
+        .and_then(|page| deserializer.end().map(|()| page))
+        .map_err(|e| match e.to_string() {
+            m if m.starts_with(TOO_MANY) => ApiError::TooManyItems(limit),
+            m => ApiError::Decode(clean_text(&m, &[], MESSAGE_LIMIT)),
+        })?;
+    Ok(page)
+}
+
+/// How the items' visitor says "too many" through serde's error.
+const TOO_MANY: &str = "too many items";
+
+struct PageSeed {
+    limit: u32,
+}
+
+impl<'de> DeserializeSeed<'de> for PageSeed {
+    type Value = Page;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Page, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PageSeed {
+    type Value = Page;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a PersistentVolumeList object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Page, A::Error> {
+        let mut page = Page::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "kind" => {
+                    let kind: String = map.next_value()?;
+                    if kind != "PersistentVolumeList" {
+                        return Err(serde::de::Error::custom(format!(
+                            "its kind is {}",
+                            clean_text(&kind, &[], 64)
+                        )));
+                    }
+                }
+                "metadata" => {
+                    let metadata: ListMeta = map.next_value()?;
+                    page.continue_token = metadata.continue_.filter(|t| !t.is_empty());
+                }
+                "items" => page.items = map.next_value_seed(ItemsSeed { limit: self.limit })?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(page)
+    }
+}
+
+struct ItemsSeed {
+    limit: u32,
+}
+
+impl<'de> DeserializeSeed<'de> for ItemsSeed {
+    type Value = Vec<PersistentVolume>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemsSeed {
+    type Value = Vec<PersistentVolume>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of PersistentVolumes")
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(pv) = seq.next_element::<PersistentVolume>()? {
+            if items.len() >= self.limit as usize {
+                return Err(serde::de::Error::custom(TOO_MANY));
+            }
+            items.push(pv);
+        }
+        Ok(items)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pv(name: &str) -> serde_json::Value {
+        serde_json::json!({"metadata": {"name": name}, "spec": {}})
+    }
+
+    #[test]
+    fn a_page_reads_its_items_and_token() {
+        let body = serde_json::json!({
+            "kind": "PersistentVolumeList", "apiVersion": "v1",
+            "metadata": {"continue": "next", "resourceVersion": "5"},
+            "items": [pv("a"), pv("b")],
+        });
+        let page = parse_page(body.to_string().as_bytes(), 2).unwrap();
+        assert_eq!(page.items.len(), 2);
+        assert_eq!(page.items[1].metadata.name.as_deref(), Some("b"));
+        assert_eq!(page.continue_token.as_deref(), Some("next"));
+        let last = parse_page(br#"{"metadata":{"continue":""},"items":null}"#, 2).unwrap();
+        assert!(last.items.is_empty() && last.continue_token.is_none());
+    }
+
+    #[test]
+    fn a_page_past_its_limit_or_not_a_list_is_refused() {
+        let body = serde_json::json!({"items": [pv("a"), pv("b"), pv("c")]}).to_string();
+        assert!(matches!(parse_page(body.as_bytes(), 2), Err(ApiError::TooManyItems(2))));
+        // Counted as met: a million tiny items stop at the third.
+        let mut huge = String::from(r#"{"items":["#);
+        huge.push_str(&"{},".repeat(1_000_000));
+        huge.push_str("{}]}");
+        assert!(matches!(parse_page(huge.as_bytes(), 2), Err(ApiError::TooManyItems(2))));
+        let status = br#"{"kind":"Status","message":"no"}"#;
+        let error = parse_page(status, 2).unwrap_err().to_string();
+        assert!(error.contains("its kind is Status"), "{error}");
+        assert!(matches!(parse_page(b"", 2), Err(ApiError::Decode(_))));
+        assert!(matches!(
+            parse_page(br#"{"items":[]} trailing"#, 2),
+            Err(ApiError::Decode(_))
+        ));
+    }
+
+    #[test]
+    fn the_credentials_sent_are_cut_from_messages() {
+        let sent = Sent::default();
+        sent.remember(b"Bearer abcdefghijklmnopqrstuvwxyz");
+        assert_eq!(
+            sent.clean("echo: Bearer abcdefghijklmnopqrstuvwxyz!", 100),
+            "echo: <redacted>!"
+        );
+        assert_eq!(sent.clean("part: ghijklmnopqrst", 100), "part: <redacted>");
+        let sent = Sent::default();
+        // base64("admin:s3cret-password")
+        let basic = base64::engine::general_purpose::STANDARD.encode("admin:s3cret-password");
+        sent.remember(format!("Basic {basic}").as_bytes());
+        let echoed = format!("got {basic} from admin:s3cret-password, s3cret-password");
+        let cleaned = sent.clean(&echoed, 200);
+        assert!(
+            !cleaned.contains("s3cret") && !cleaned.contains(&basic[..12]),
+            "{cleaned}"
+        );
+    }
+
+    #[test]
+    fn the_server_is_shown_without_user_information() {
+        let uri: hyper::Uri = "https://user:pw@10.0.0.1:6443/some/path?q=1".parse().unwrap();
+        assert_eq!(shown_server(&uri), "https://10.0.0.1:6443");
+        let uri: hyper::Uri = "https://api.example.com".parse().unwrap();
+        assert_eq!(shown_server(&uri), "https://api.example.com");
+    }
+}
