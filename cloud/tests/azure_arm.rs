@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cloud_access::azure::{
-    ACR_AUDIENCE, AccessToken, AzureError, CachedTokenSource, DISKS_API_VERSION, Disk, DisksClient, ManagedDiskUri,
-    TokenSource, zone_label,
+    ACR_AUDIENCE, AccessToken, AzureCloud, AzureError, CachedTokenSource, CloudEndpoints, DISKS_API_VERSION, Disk,
+    DisksClient, ManagedDiskUri, TokenSource, zone_label,
 };
 use fake::{Fake, FakeExt, IMDS_TOKEN, RESOURCE_GROUP, SUBSCRIPTION, soon};
 use secrecy::{ExposeSecret, SecretString};
@@ -125,6 +125,18 @@ async fn the_fake_refuses_api_versions_arm_does_not_publish() {
     assert!(legacy.is_object(), "{legacy}");
     let refused = endpoints("2019-05-02").await.unwrap();
     assert_eq!(refused.status().as_u16(), 400);
+}
+
+#[tokio::test]
+async fn a_custom_cloud_is_discovered_at_a_published_api_version() {
+    let fake = Fake::start();
+    let base = AzureCloud::Public.endpoints().unwrap();
+    let endpoints = CloudEndpoints::discover(&fake::http(), &fake.endpoint(""), "", base, soon())
+        .await
+        .unwrap();
+    assert_eq!(endpoints.name, "AzureStackDemo");
+    // What the fake received: cloud-provider-azure's 2019-05-01, and nothing else.
+    assert_eq!(versions_sent(&fake), ["api-version=2019-05-01 GET /metadata/endpoints"]);
 }
 
 #[tokio::test]
