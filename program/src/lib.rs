@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(DEMO.error_line("bad\nforged line"), "demo: error: bad\\nforged line");
         assert_eq!(
             DEMO.error_line(&"x".repeat(50)),
-            format!("demo: error: {}…", "x".repeat(20))
+            format!("demo: error: {}…", "x".repeat(19))
         );
     }
 }

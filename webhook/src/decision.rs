@@ -383,14 +383,29 @@ pub(crate) fn finish(
     }
 }
 
-/// Longest warning or denial message we send: they quote values from the object
+/// Longest warning or denial message we send, `…` included: they quote values from the object
 /// (labels, handles), and an answer must not grow with a hostile object.
 pub const MAX_MESSAGE_CHARS: usize = 512;
 
-/// `text` cut to [`MAX_MESSAGE_CHARS`] characters, marked with `…` where cut.
+/// `text` cut to at most [`MAX_MESSAGE_CHARS`] characters, the last of them `…`
+/// where cut.
 fn bounded(text: String) -> String {
-    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
+    if text.chars().nth(MAX_MESSAGE_CHARS).is_none() {
+        return text;
+    }
+    cloud_access::logging::cut(&text, MAX_MESSAGE_CHARS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_message_is_at_most_the_limit_ellipsis_included() {
+        let shown = bounded("é".repeat(MAX_MESSAGE_CHARS + 100));
+        assert_eq!(shown.chars().count(), MAX_MESSAGE_CHARS, "{shown}");
+        assert!(shown.ends_with('…'));
+        let exact = "x".repeat(MAX_MESSAGE_CHARS);
+        assert_eq!(bounded(exact.clone()), exact);
     }
 }
