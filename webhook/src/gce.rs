@@ -170,7 +170,7 @@ impl GceLookup {
     }
 
     /// The disk `name` of `project`: where the hint says, else in the scope's region and
-    /// zones, all asked at once.
+    /// zones, all asked together ([`CALLS_PER_LOOKUP`] at a time).
     async fn search(
         &self,
         project: &str,

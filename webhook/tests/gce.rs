@@ -605,7 +605,7 @@ async fn all_lookups_together_have_at_most_calls_in_total_in_flight() {
         .map(|i| {
             let lookup = lookup.clone();
             tokio::spawn(async move {
-                let missing = VolumeIdentity::in_tree(InTree::GcePersistentDisk, &format!("pd-nowhere-{i}"));
+                let missing = VolumeIdentity::in_tree(InTree::GcePersistentDisk, format!("pd-nowhere-{i}"));
                 lookup.lookup(&missing).await.unwrap_err().to_string()
             })
         })
