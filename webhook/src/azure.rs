@@ -314,11 +314,11 @@ pub fn cache_key(volume: &VolumeIdentity) -> String {
 /// the first zone, as upstream) and region; a zone-redundant or non-zonal disk's region
 /// only. The location is lower-cased, as the node labels the cloud provider writes are.
 pub fn topology_of(disk: &Disk) -> Result<Topology, LookupError> {
-    let invalid = |problem: String| LookupError::Invalid(format!("Azure disk {:?}: {problem}", disk.name));
+    let invalid = |problem: String| LookupError::Invalid(format!("Azure disk \"{}\": {problem}", disk.name));
     let region = disk.location.trim().to_lowercase();
     let zones = match disk.zones.first() {
         Some(zone) if !disk.is_zone_redundant() => {
-            vec![zone_label(&region, zone).ok_or_else(|| invalid(format!("zone {zone:?} is not a number")))?]
+            vec![zone_label(&region, zone).ok_or_else(|| invalid(format!("zone \"{zone}\" is not a number")))?]
         }
         _ => Vec::new(),
     };

@@ -131,7 +131,7 @@ pub fn topology_of(volume: &Volume, region: &str, ignore_volume_az: bool) -> Res
         _ => Vec::new(),
     };
     Topology::new(zones, Some(region.to_owned()))
-        .map_err(|e| LookupError::Invalid(format!("Cinder volume {:?}: {e}", volume.id)))
+        .map_err(|e| LookupError::Invalid(format!("Cinder volume \"{}\": {e}", volume.id)))
 }
 
 crate::lookup::cloud_lookup!(CinderLookup, name: NAME, answers_for: volume_id, cache_key: cache_key);

@@ -75,7 +75,7 @@ pub enum Error {
     Ebs(#[from] ebs::EbsSetupError),
     #[error("--aws-ebs-lookup needs a region: set --aws-region (or AWS_REGION)")]
     NoRegion,
-    #[error("--aws-region {0:?} is not an AWS region: use a name such as us-east-1")]
+    #[error("--aws-region \"{0}\" is not an AWS region: use a name such as us-east-1")]
     BadRegion(String),
     #[error("--aws-ebs-lookup: {0}")]
     AwsConfig(#[from] cloud_access::aws::AwsConfigError),

@@ -32,12 +32,19 @@ pub struct Topology {
 pub enum TopologyError {
     #[error("neither a zone nor a region is known")]
     Empty,
-    #[error("zone {value:?} is not a valid label value: {reason}")]
+    /// `value` as shown: control characters escaped once (a value a cloud answer
+    /// gave comes already cleaned, and is not escaped again).
+    #[error("zone \"{value}\" is not a valid label value: {reason}")]
     InvalidZone { value: String, reason: String },
-    #[error("region {value:?} is not a valid label value: {reason}")]
+    #[error("region \"{value}\" is not a valid label value: {reason}")]
     InvalidRegion { value: String, reason: String },
-    #[error("zones {value:?} joined with `__` are longer than the 63 characters a label value may have")]
+    #[error("zones \"{value}\" joined with `__` are longer than the 63 characters a label value may have")]
     ZoneLabelTooLong { value: String },
+}
+
+/// A refused zone or region for a message: escaped once, at most 100 characters.
+fn shown(value: &str) -> String {
+    cloud_access::logging::clean_text(value, &[], 100)
 }
 
 impl Topology {
@@ -52,12 +59,15 @@ impl Topology {
         for zone in zones {
             let zone = zone.into();
             if let Err(reason) = check_label_value(&zone) {
-                return Err(TopologyError::InvalidZone { value: zone, reason });
+                return Err(TopologyError::InvalidZone {
+                    value: shown(&zone),
+                    reason,
+                });
             }
             // A zone containing the delimiter would read back as two zones.
             if zone.contains(MULTI_ZONE_DELIMITER) {
                 return Err(TopologyError::InvalidZone {
-                    value: zone,
+                    value: shown(&zone),
                     reason: "it contains `__`, which separates zones".to_owned(),
                 });
             }
@@ -67,7 +77,7 @@ impl Topology {
             && let Err(reason) = check_label_value(region)
         {
             return Err(TopologyError::InvalidRegion {
-                value: region.clone(),
+                value: shown(region),
                 reason,
             });
         }
@@ -195,6 +205,17 @@ mod tests {
         assert_eq!(t.zone_label_value(), None);
         assert_eq!(t.labels(), vec![(REGION_LABEL, "r1".to_owned())]);
         assert_eq!(Topology::new(Vec::<String>::new(), None), Err(TopologyError::Empty));
+    }
+
+    #[test]
+    fn refused_values_are_escaped_once() {
+        // Raw (a rule's capture) and already cleaned (a cloud answer's) alike.
+        for value in ["east\u{1b}us", r"east\u{1b}us"] {
+            let error = Topology::new(Vec::<String>::new(), Some(value.to_owned()))
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with(r#"region "east\u{1b}us" is not"#), "{error}");
+        }
     }
 
     #[test]

@@ -160,7 +160,7 @@ pub fn parse_challenge(registry: &str, headers: &[&str]) -> Result<AcrChallenge,
         .find(|(scheme, _)| scheme == "bearer")
     else {
         return Err(format!(
-            "no Bearer challenge in Www-Authenticate {:?}",
+            "no Bearer challenge in Www-Authenticate \"{}\"",
             crate::logging::clean_text(&headers.join(", "), &[], 200)
         ));
     };

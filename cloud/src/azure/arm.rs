@@ -67,7 +67,7 @@ pub struct ManagedDiskUri {
 /// Why a disk URI does not name a managed disk.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{uri:?} does not name a managed disk ({problem}): /subscriptions/SUBSCRIPTION/resourceGroups/GROUP/providers/Microsoft.Compute/disks/NAME is needed"
+    "\"{uri}\" does not name a managed disk ({problem}): /subscriptions/SUBSCRIPTION/resourceGroups/GROUP/providers/Microsoft.Compute/disks/NAME is needed"
 )]
 pub struct DiskUriError {
     /// As given (cleaned, at most 200 characters).

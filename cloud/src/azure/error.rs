@@ -17,7 +17,7 @@ crate::api::cloud_error! {
         cloud: "Azure",
         detail: ErrorDetail,
         read: read_detail,
-        invalid: "{what} {value:?} is not valid: {problem}",
+        invalid: "{what} \"{value}\" is not valid: {problem}",
         transparent: [Endpoint(crate::endpoint::EndpointError)],
         /// The federated token (client assertion) file could not be read.
         #[error("the federated token file: {0}")]

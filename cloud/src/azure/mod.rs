@@ -97,6 +97,9 @@ mod tests {
         ] {
             assert_eq!(check_segment("name", ok).unwrap(), ok);
         }
+        // The value quoted once, a control character escaped once.
+        let error = check_segment("disk", "d\u{1b}[31m").unwrap_err().to_string();
+        assert!(error.starts_with(r#"disk "d\u{1b}[31m" is not valid"#), "{error}");
         for bad in ["", ".", "..", "a/b", "a\\b", "d?x", "d#f", "d%2F", "d e", "a\nb"] {
             let error = check_segment("name", bad).unwrap_err().to_string();
             assert!(error.starts_with("name "), "{bad:?}: {error}");

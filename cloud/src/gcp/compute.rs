@@ -162,7 +162,7 @@ impl ComputeClient {
                 let name = zone_in_region(text, project, region).ok_or_else(|| {
                     let shown = crate::logging::clean_text(text, &[], 160);
                     let problem =
-                        format!("zones[{index}] {shown:?} is not a zone of region {region} in project {project}");
+                        format!("zones[{index}] \"{shown}\" is not a zone of region {region} in project {project}");
                     Call::garbage(SERVICE, &url, problem)
                 })?;
                 Ok(name.to_owned())

@@ -21,13 +21,13 @@ crate::api::cloud_error! {
         cloud: "Google",
         detail: ErrorDetail,
         read: ErrorDetail::parse,
-        invalid: "{what} {value:?} is not a valid name: {problem}",
+        invalid: "{what} \"{value}\" is not a valid name: {problem}",
         transparent: [
             /// The metadata server failed or is not there.
             Metadata(MetadataError),
         ],
         /// `GCE_METADATA_HOST` (or the value given in its place) is not `host[:port]`.
-        #[error("GCE_METADATA_HOST {value:?} {problem}")]
+        #[error("GCE_METADATA_HOST \"{value}\" {problem}")]
         MetadataHost { value: String, problem: String },
     }
 }

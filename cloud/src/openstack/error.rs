@@ -17,7 +17,7 @@ crate::api::cloud_error! {
         cloud: "OpenStack",
         detail: ErrorDetail,
         read: read_detail,
-        invalid: "{what} {value:?} is not valid: {problem}",
+        invalid: "{what} \"{value}\" is not valid: {problem}",
         transparent: [Endpoint(crate::endpoint::EndpointError)],
         /// The token's catalog has no block-storage endpoint for the region and interface.
         #[error(

@@ -151,11 +151,11 @@ pub struct GceScope {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum ScopeError {
-    #[error("{0:?} is not a project ID")]
+    #[error("\"{0}\" is not a project ID")]
     Project(String),
-    #[error("{0:?} is not a GCE region: use a name such as us-central1")]
+    #[error("\"{0}\" is not a GCE region: use a name such as us-central1")]
     Region(String),
-    #[error("{0:?} is not a GCE zone: use names such as us-central1-a")]
+    #[error("\"{0}\" is not a GCE zone: use names such as us-central1-a")]
     Zone(String),
     #[error("zone {zone} is not in region {region}")]
     OutsideRegion { zone: String, region: String },
@@ -302,11 +302,15 @@ impl fmt::Display for Search {
 pub fn topology_of(disk: &Disk) -> Result<Topology, LookupError> {
     let invalid = |problem: String| LookupError::Invalid(format!("GCE disk {:?}: {problem}", disk.name));
     let (zones, region) = if disk.is_regional() {
-        let region = disk
-            .region
-            .as_deref()
-            .filter(|r| is_gce_region(r))
-            .ok_or_else(|| invalid(format!("regional disk with region {:?}", disk.region)))?;
+        let region = match disk.region.as_deref() {
+            Some(region) if is_gce_region(region) => region,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "regional disk with region \"{other}\", not a GCE region"
+                )));
+            }
+            None => return Err(invalid("regional disk without a region".to_owned())),
+        };
         if let Some(zone) = disk
             .replica_zones
             .iter()
@@ -558,5 +562,24 @@ mod tests {
         ] {
             assert!(matches!(topology_of(&bad), Err(LookupError::Invalid(_))), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn messages_quote_values_once_without_debug_formatting() {
+        // A regional disk whose region Compute wrote as us..central1.
+        let Err(LookupError::Invalid(message)) = topology_of(&regional("us..central1", &["us-central1-a"])) else {
+            panic!("not refused");
+        };
+        assert!(message.contains("region \"us..central1\""), "{message}");
+        assert!(!message.contains("Some("), "{message}");
+        // A configured region with an ESC: escaped once, quoted once.
+        let message = GceScope::new(None, Some("us\u{1b}central1"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with(r#""us\u{1b}central1" is not a GCE region"#),
+            "{message}"
+        );
+        assert!(!message.contains(r"\\u{1b}"), "{message}");
     }
 }

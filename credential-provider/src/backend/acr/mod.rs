@@ -109,7 +109,7 @@ pub enum AcrError {
         "the pod's service account has no annotation {key}: kubelet sent the pod's token (tokenAttributes), so the pull is made as the application the service account names with {CLIENT_ID_ANNOTATION} and {TENANT_ID_ANNOTATION}; annotate it (and list both in optionalServiceAccountAnnotationKeys), or drop tokenAttributes to pull as the node"
     )]
     MissingAnnotation { key: &'static str },
-    #[error("service-account annotation {key}={value:?} is not valid: {problem}")]
+    #[error("service-account annotation {key}=\"{value}\" is not valid: {problem}")]
     BadAnnotation {
         key: &'static str,
         value: String,
