@@ -54,7 +54,7 @@ pub enum ApiError {
     /// Connecting, TLS, authentication or the connection breaking (the cleaned chain).
     #[error("{0}")]
     Transport(String),
-    #[error("the answer is larger than {} MiB", .0 >> 20)]
+    #[error("the answer is larger than {} MiB (if the PVs are this large, lower --page-size)", .0 >> 20)]
     TooLarge(usize),
     /// A `metav1.Status` (or a body that is none, its cleaned start, as the message).
     #[error("{message} ({code} {reason})")]
@@ -354,7 +354,10 @@ async fn read_capped(
     if declared.is_some_and(|length| length > cap as u64) {
         return Err(ApiError::TooLarge(cap));
     }
-    let mut buffer = Vec::new();
+    // Room for the declared length at once: growing by doubling would hold the old and
+    // the new buffer together (48 MiB for a 32 MiB page). Pages are only touched as
+    // bytes arrive, so a length that is never sent costs address space, not memory.
+    let mut buffer = Vec::with_capacity(declared.map_or(0, |length| length as usize));
     while let Some(frame) =
         std::future::poll_fn(|cx| hyper::body::Body::poll_frame(std::pin::Pin::new(&mut *body), cx)).await
     {
