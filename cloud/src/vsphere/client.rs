@@ -126,11 +126,21 @@ impl VcenterClient {
     }
 
     /// `text` (vSphere's, or a transport error's) fit for an error: without the
-    /// password or any session this client was given, one line, bounded.
+    /// password or any session this client was given, one line, bounded. The
+    /// password is cut in every form it was sent in: the encodings
+    /// [`crate::logging::redact`] knows, XML-escaped as `Login`'s body has it, and
+    /// the whole `Basic` credential (base64 of `user:password`) of the REST login.
     fn clean(&self, text: &str) -> String {
+        let password = self.password.expose_secret();
+        let escaped = SecretString::from(soap::escape(password));
+        let pair = SecretString::from(format!("{}:{password}", self.user));
+        let basic = SecretString::from(base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            pair.expose_secret(),
+        ));
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut secrets = Vec::with_capacity(sessions.len() + 1);
-        secrets.push(self.password.expose_secret());
+        let mut secrets = Vec::with_capacity(sessions.len() + 3);
+        secrets.extend([password, escaped.expose_secret(), basic.expose_secret()]);
         secrets.extend(sessions.iter().map(ExposeSecret::expose_secret));
         crate::logging::clean_text(text, &secrets, 500)
     }
