@@ -239,7 +239,7 @@ async fn an_element_with_100000_attributes_is_refused_at_once() {
 async fn pages_of_empty_objects_are_refused_by_bytes_and_by_elements() {
     let (error, _, _) = refused(Inventory::EmptyObjects(28_600 * 1024)).await;
     assert!(matches!(error, VsphereError::Transport { .. }), "{error:?}");
-    assert!(error.to_string().contains("is larger than 4 MiB"), "{error}");
+    assert!(error.to_string().contains("is larger than 2 MiB"), "{error}");
     // Within the bytes, the elements are capped.
     let (error, _, _) = refused(Inventory::EmptyObjects(MAX_ANSWER_BYTES - 1024)).await;
     assert_garbage(
@@ -275,7 +275,7 @@ async fn pages_and_items_are_capped_however_each_page_looks() {
         "ContinueRetrievePropertiesEx",
         &format!("more than {MAX_ITEMS} items"),
     );
-    // 20 datastores of 1,000 mounts a page: the cap is met on the tenth.
+    // 20 datastores of 1,000 mounts a page: the cap is met on the fifth.
     let per_page = MAX_OBJECTS_PER_PAGE * 1_001;
     assert_eq!(fake.pages.load(Ordering::SeqCst), MAX_ITEMS / per_page + 1);
 }

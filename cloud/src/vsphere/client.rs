@@ -31,6 +31,12 @@ const MAX_REST_ANSWER: usize = 1 << 20;
 /// lookup go on). A lookup waiting here waits within its deadline.
 pub const PARSE_CONCURRENCY: usize = 2;
 static PARSING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(PARSE_CONCURRENCY);
+/// How many retrievals (all the pages of one `RetrievePropertiesEx`) the process runs
+/// at once: each may keep up to [`soap::MAX_ITEMS`] items (about 110 bytes each) from
+/// page to page, so this bounds their memory. A lookup waiting here waits within its
+/// deadline.
+pub const RETRIEVAL_CONCURRENCY: usize = 4;
+static RETRIEVALS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(RETRIEVAL_CONCURRENCY);
 /// vSphere 6.5's API: the first with `VcenterVStorageObjectManager`, answered by every
 /// vCenter the CSI driver supports.
 const SOAP_ACTION: &str = "urn:vim25/6.5";
@@ -315,12 +321,17 @@ impl VcenterClient {
         }
     }
 
-    /// Every page of a `RetrievePropertiesEx`, within [`soap::Paging`]'s caps.
+    /// The items of every page of a `RetrievePropertiesEx` that `keep` keeps, within
+    /// [`soap::Paging`]'s caps (which count every item read), holding one of
+    /// [`RETRIEVAL_CONCURRENCY`] places throughout.
     async fn retrieve_all<T: soap::Held + Send + 'static>(
         &self,
         make: impl Fn(&ServiceContent) -> String,
         parse: fn(&str) -> Result<Page<T>, Parsed>,
+        keep: impl Fn(&T) -> bool,
     ) -> Result<Vec<T>, VsphereError> {
+        // Never closed: `None` would only mean no place to wait for.
+        let _place = RETRIEVALS.acquire().await.ok();
         let mut call = "RetrievePropertiesEx";
         let mut paging = soap::Paging::default();
         let mut page = self.soap(call, make, parse).await?;
@@ -328,7 +339,7 @@ impl VcenterClient {
         loop {
             let held = page.items.iter().map(soap::Held::held).sum();
             let token = paging.next(held, page.token.take()).map_err(|p| self.parsed(call, p))?;
-            items.append(&mut page.items);
+            items.extend(page.items.drain(..).filter(|item| keep(item)));
             let Some(token) = token else { return Ok(items) };
             call = "ContinueRetrievePropertiesEx";
             let next = |c: &ServiceContent| soap::continue_retrieve(&c.property_collector, &token);
@@ -338,8 +349,7 @@ impl VcenterClient {
 
     /// The datastore named `name` and the hosts that mount it.
     pub async fn datastore(&self, name: &str) -> Result<DatastoreMounts, VsphereError> {
-        let all = self.datastores().await?;
-        let mut found: Vec<_> = all.into_iter().filter(|d| d.name == name).collect();
+        let mut found = self.datastores(|d| d.name == name).await?;
         match found.len() {
             0 => Err(VsphereError::DatastoreNotFound {
                 endpoint: self.endpoint().to_owned(),
@@ -361,10 +371,12 @@ impl VcenterClient {
         }
     }
 
-    async fn datastores(&self) -> Result<Vec<DatastoreMounts>, VsphereError> {
+    /// The datastores `keep` keeps, each with the hosts mounting it.
+    async fn datastores(&self, keep: impl Fn(&DatastoreMounts) -> bool) -> Result<Vec<DatastoreMounts>, VsphereError> {
         self.retrieve_all(
             |c| soap::datastores(&c.property_collector, &c.root_folder),
             soap::parse_datastores,
+            keep,
         )
         .await
     }
@@ -372,7 +384,7 @@ impl VcenterClient {
     /// The datastore of the First Class Disk `id`: asked of each datastore in turn
     /// (`RetrieveVStorageObject` needs one), the first that knows it.
     pub async fn disk_datastore(&self, id: &str) -> Result<DatastoreMounts, VsphereError> {
-        let all = self.datastores().await?;
+        let all = self.datastores(|_| true).await?;
         let session = self.soap_session().await?;
         let Some(manager) = session.content.vstorage_object_manager.clone() else {
             return Err(VsphereError::Garbage {
@@ -418,6 +430,7 @@ impl VcenterClient {
             .retrieve_all(
                 |c| soap::ancestors(&c.property_collector, &datastore.hosts),
                 soap::parse_entities,
+                |_| true,
             )
             .await?;
         let objects: Vec<MoRef> = entities.iter().map(|e| e.object.clone()).collect();

@@ -17,15 +17,15 @@ use roxmltree::{Document, Node, ParsingOptions};
 const XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
 
 /// The bytes of one answer: a page of [`MAX_OBJECTS_PER_PAGE`] datastores, each
-/// mounted by hundreds of hosts (about 300 bytes per mount), fits.
-pub const MAX_ANSWER_BYTES: usize = 4 << 20;
+/// mounted by 300 hosts (vCenter writes about 300 bytes per mount), fits.
+pub const MAX_ANSWER_BYTES: usize = 2 << 20;
 /// The objects one `RetrievePropertiesEx` page may hold: what we ask vCenter for
 /// (`<options><maxObjects>`; vCenter never sends more).
 pub const MAX_OBJECTS_PER_PAGE: usize = 20;
 /// The pages of one retrieval (10,000 objects at [`MAX_OBJECTS_PER_PAGE`]).
 pub const MAX_PAGES: usize = 500;
-/// What one retrieval keeps, over all its pages: objects and datastores' host mounts.
-pub const MAX_ITEMS: usize = 200_000;
+/// What one retrieval reads, over all its pages: objects and datastores' host mounts.
+pub const MAX_ITEMS: usize = 100_000;
 /// A continuation token's bytes (vCenter's are short).
 pub const MAX_TOKEN_BYTES: usize = 1024;
 
@@ -354,11 +354,12 @@ fn fault(node: Node<'_, '_>) -> Fault {
 /// [`MAX_OBJECTS_PER_PAGE`] objects.
 pub const MAX_ATTRIBUTES_PER_ELEMENT: usize = 16;
 /// Elements in one answer (comments, CDATA sections and processing instructions
-/// count as elements): a page of 20 datastores, each mounted by 500 hosts, has about
-/// 80,000. roxmltree keeps each node in about 60 bytes.
-pub const MAX_ELEMENTS: usize = 100_000;
+/// count as elements): a page of 20 datastores, each mounted by 300 hosts, has about
+/// 42,000 (7 per mount). Parsing the largest answer these caps allow takes about
+/// 10 MiB (roxmltree's tree and what is read from it).
+pub const MAX_ELEMENTS: usize = 50_000;
 /// Attributes in one answer (about one per host mount in a page of datastores).
-pub const MAX_ATTRIBUTES: usize = 100_000;
+pub const MAX_ATTRIBUTES: usize = 50_000;
 /// How deep elements nest in one answer.
 pub const MAX_DEPTH: usize = 32;
 /// Namespace declarations (`xmlns`, `xmlns:p`) in one answer.
