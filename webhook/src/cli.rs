@@ -181,9 +181,9 @@ pub struct ServerArgs {
         value_parser = duration::positive
     )]
     pub body_read_timeout: Duration,
-    /// Most connections served at once on --listen. At the bound, a new connection
-    /// takes the place of an idle one; it waits in the kernel's backlog only while
-    /// every one has a request open.
+    /// Most connections served at once on --listen; one peer address holds at most all
+    /// but an eighth of them (56 of 64). A new connection with no place takes that of an
+    /// idle one, else waits (at most 4 x COUNT waiting).
     #[arg(
         long,
         value_name = "COUNT",

@@ -6,9 +6,10 @@
 
 mod common;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::process::Command;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,7 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pv_topology_webhook::review::MAX_REVIEW_BYTES;
 use tokio::io::AsyncWriteExt as _;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Longest a test waits for the server to do what a limit promises; far above the
 /// shortened limits, far below "never" (the behaviour before the limits existed).
@@ -108,7 +109,19 @@ async fn h2_client(
     hyper::client::conn::http2::SendRequest<Trickle>,
     tokio::task::JoinHandle<()>,
 ) {
-    let io = TokioIo::new(tls(addr, alpn_client(ca_pem, b"h2")).await);
+    h2_client_from(LOCAL, addr, ca_pem).await
+}
+
+/// [`h2_client`] from `source`, a loopback address.
+async fn h2_client_from(
+    source: IpAddr,
+    addr: SocketAddr,
+    ca_pem: &str,
+) -> (
+    hyper::client::conn::http2::SendRequest<Trickle>,
+    tokio::task::JoinHandle<()>,
+) {
+    let io = TokioIo::new(tls_from(source, addr, alpn_client(ca_pem, b"h2")).await);
     let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
         .await
         .unwrap();
@@ -116,6 +129,23 @@ async fn h2_client(
         let _ = conn.await;
     });
     (send, driver)
+}
+
+const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// A TLS connection from `source`, a loopback address, with the handshake done.
+async fn tls_from(
+    source: IpAddr,
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(source, 0)).unwrap();
+    let tcp = socket.connect(addr).await.unwrap();
+    tokio_rustls::TlsConnector::from(config)
+        .connect(rustls::pki_types::ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap()
 }
 
 fn post(body: Trickle) -> hyper::Request<Trickle> {
@@ -320,21 +350,22 @@ async fn an_http2_peer_that_never_answers_pings_is_dropped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_bound_wait_while_every_one_has_a_request_open() {
     // Idle connections give way at the bound (tests/connection_exhaustion.rs); those
-    // with a request open do not.
+    // with a request open do not. Bound 2: one address may hold one place, so the two
+    // held come from two addresses and the third from a third (under its share).
     let mut f = fixture_config();
     f.config.limits.max_connections = 2;
     f.config.limits.body_read_timeout = Duration::from_secs(30);
     let server = Running::start(f.config, plain()).await;
     let mut held = Vec::new();
-    for _ in 0..2 {
-        let (mut send, driver) = h2_client(server.addr, &f.ca.pem).await;
+    for source in [LOCAL, Ipv4Addr::new(127, 0, 0, 2).into()] {
+        let (mut send, driver) = h2_client_from(source, server.addr, &f.ca.pem).await;
         let request = tokio::spawn(async move { send.send_request(post(Trickle::stalled(1000, 10))).await });
         held.push((request, driver));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let addr = server.addr;
     let config = alpn_client(&f.ca.pem, b"h2");
-    let mut third = tokio::spawn(async move { tls(addr, config).await });
+    let mut third = tokio::spawn(async move { tls_from(Ipv4Addr::new(127, 0, 0, 3).into(), addr, config).await });
     assert!(
         tokio::time::timeout(Duration::from_secs(1), &mut third).await.is_err(),
         "a third connection was served past the bound of 2 while both had a request open"

@@ -18,7 +18,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::Limits;
 use super::copying_writes::CopyingWrites;
-use super::slots::Slot;
+use super::slots::{Slot, Slots};
 use crate::metrics::Metrics;
 /// The read buffer of an HTTP/1 connection, so also the largest request head (431
 /// beyond). The apiserver's heads are well under 1 KiB; hyper's default is 400 KiB.
@@ -69,8 +69,25 @@ pub(super) struct Listener {
 }
 
 impl Listener {
-    /// Serves one connection, holding its slot until it closes.
-    pub(super) async fn serve(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, slot: Slot) {
+    /// Serves one connection once it has a place in `slots`, holding it until it closes.
+    /// It waits for one at most the first-request timeout (it would have to begin a
+    /// request by then anyway), and not once the server stops.
+    pub(super) async fn serve(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, slots: Arc<Slots>) {
+        let mut stopping = self.stopping.clone();
+        let placed = tokio::select! {
+            placed = tokio::time::timeout(self.first_request_timeout, slots.place(peer.ip())) => placed,
+            _ = stopping.wait_for(|stop| *stop) => return,
+        };
+        let Ok(Some(slot)) = placed else {
+            tracing::debug!(%peer, "closed while waiting for a connection place");
+            return;
+        };
+        // Boxed: a connection waiting for a place (many may be accepted at once) holds
+        // only this small future, not the connection's.
+        Box::pin(self.serve_placed(tcp, peer, slot)).await;
+    }
+
+    async fn serve_placed(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, slot: Slot) {
         let first_request_by = Instant::now() + self.first_request_timeout;
         // Small requests and answers: don't let Nagle hold them back.
         let _ = tcp.set_nodelay(true);

@@ -240,20 +240,16 @@ impl Server {
             tokio::time::sleep(delay).await;
         };
         tokio::pin!(stop_accepting);
-        // Kept across the loop's turns: an accepted connection waiting for a place must
-        // not be dropped when another branch completes.
-        let mut https_next = Box::pin(https_slots.accept(&listener));
-        let mut admin_next = Box::pin(admin_slots.accept(&metrics_listener));
+        // Accepting goes on while connections wait for a place (in their own tasks), so
+        // that one peer's waiting connections cannot queue another's in the backlog.
         loop {
             tokio::select! {
                 () = &mut stop_accepting => break,
-                (slot, tcp, peer) = &mut https_next => {
-                    connections.spawn(https.clone().serve(tcp, peer, slot));
-                    https_next = Box::pin(https_slots.accept(&listener));
+                (tcp, peer) = Slots::accept(&listener) => {
+                    connections.spawn(https.clone().serve(tcp, peer, https_slots.clone()));
                 }
-                (slot, tcp, peer) = &mut admin_next => {
-                    connections.spawn(admin.clone().serve(tcp, peer, slot));
-                    admin_next = Box::pin(admin_slots.accept(&metrics_listener));
+                (tcp, peer) = Slots::accept(&metrics_listener) => {
+                    connections.spawn(admin.clone().serve(tcp, peer, admin_slots.clone()));
                 }
                 Some(ended) = connections.join_next(), if !connections.is_empty() => {
                     if let Err(error) = ended {
@@ -262,7 +258,6 @@ impl Server {
                 }
             }
         }
-        drop((https_next, admin_next));
         drop(listener);
         drop(metrics_listener);
 
