@@ -277,6 +277,8 @@ pub enum AuditError {
     Context(#[source] kube::config::KubeconfigError),
     #[error("cannot make a client for the cluster: {0}")]
     Client(#[source] kube::Error),
+    #[error("the kubeconfig's cluster names a proxy-url: audit reaches the apiserver directly, without proxies")]
+    Proxy,
     #[error("cannot list PersistentVolumes from {server} (page {page}): {error}{}", if error.is_forbidden() { " (the audit needs `list` on persistentvolumes)" } else { "" })]
     List {
         server: String,
@@ -352,7 +354,7 @@ struct Walked {
 pub async fn run(args: &AuditArgs, resolver: &Resolver, out: impl Write) -> Result<u8, AuditError> {
     let started = Instant::now();
     let config = config(args).await?;
-    let apiserver = Apiserver::new(config, args.request_timeout).map_err(AuditError::Client)?;
+    let apiserver = Apiserver::new(config, args.request_timeout)?;
     let mut report = Report::new(out, args.output);
     let mut walked = Walked::default();
     let deadline = tokio::time::Instant::from_std(started) + args.deadline;

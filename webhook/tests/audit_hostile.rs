@@ -438,3 +438,23 @@ fn a_busy_apiserver_is_asked_again_three_times_in_all() {
         run.elapsed
     );
 }
+
+#[test]
+fn a_proxy_in_the_kubeconfig_is_refused_without_showing_it() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("kubeconfig");
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9", "proxy-url": "http://user:proxy-secret-pw@127.0.0.1:3128"}}],
+        "users": [{"name": "u", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    });
+    std::fs::write(&path, config.to_string()).expect("write the kubeconfig");
+    let run = audit(&path, &[], &[], LIMIT);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(run.lines().len(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("proxy-url"), "{}", run.stderr);
+    assert!(!run.stderr.contains("proxy-secret-pw"), "{}", run.stderr);
+}

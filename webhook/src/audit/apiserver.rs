@@ -30,6 +30,8 @@ use tower::ServiceExt as _;
 
 use cloud_access::logging::{clean_text, error_chain};
 
+use super::AuditError;
+
 /// The most bytes one page of the list may take. A PV object is 1–3 KiB, so a page of
 /// the default 500 is about 1.5 MiB; the cap leaves 64 KiB for each of 500 (objects with
 /// large annotations) and bounds memory whatever the server sends.
@@ -143,14 +145,17 @@ impl fmt::Debug for Apiserver {
 
 impl Apiserver {
     /// A client for `config`'s cluster whose every request ends within `request_timeout`.
-    pub fn new(config: kube::Config, request_timeout: Duration) -> Result<Self, kube::Error> {
+    pub fn new(config: kube::Config, request_timeout: Duration) -> Result<Self, AuditError> {
         let server = shown_server(&config.cluster_url);
         if config.proxy_url.is_some() {
-            // kube is built without its proxy features, as for the standard client.
-            return Err(kube::Error::ProxyProtocolUnsupported {
-                proxy_url: Box::new(config.proxy_url.clone().unwrap_or_default()),
-            });
+            // kube is built without its proxy features, as for the standard client; the
+            // URL is not shown (it may carry the proxy's password).
+            return Err(AuditError::Proxy);
         }
+        Self::build(config, request_timeout, server).map_err(AuditError::Client)
+    }
+
+    fn build(config: kube::Config, request_timeout: Duration, server: String) -> Result<Self, kube::Error> {
         let mut connector = HttpConnector::new();
         connector.enforce_http(false);
         connector.set_connect_timeout(Some(request_timeout));
