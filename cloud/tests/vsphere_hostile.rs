@@ -269,13 +269,18 @@ async fn pages_and_items_are_capped_however_each_page_looks() {
         &format!("more than {MAX_PAGES} pages"),
     );
     assert_eq!(fake.pages.load(Ordering::SeqCst), MAX_PAGES);
-    let (error, _, fake) = refused(Inventory::ManyMounts).await;
+    // Items kept: a First Class Disk's lookup keeps every datastore and its mounts.
+    let fake = start(Inventory::ManyMounts).await;
+    let error = client(fake.base.clone())
+        .disk_datastore("14ac54dc-ce36-465b-b5da-ec3d9e531424")
+        .await
+        .expect_err("refused");
     assert_garbage(
         &error,
         "ContinueRetrievePropertiesEx",
         &format!("more than {MAX_ITEMS} items"),
     );
-    // 20 datastores of 1,000 mounts a page: the cap is met on the fifth.
+    // 20 datastores of 1,000 mounts a page: the cap is met on the third.
     let per_page = MAX_OBJECTS_PER_PAGE * 1_001;
     assert_eq!(fake.pages.load(Ordering::SeqCst), MAX_ITEMS / per_page + 1);
 }

@@ -32,10 +32,10 @@ const MAX_REST_ANSWER: usize = 1 << 20;
 pub const PARSE_CONCURRENCY: usize = 2;
 static PARSING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(PARSE_CONCURRENCY);
 /// How many retrievals (all the pages of one `RetrievePropertiesEx`) the process runs
-/// at once: each may keep up to [`soap::MAX_ITEMS`] items (about 110 bytes each) from
-/// page to page, so this bounds their memory. A lookup waiting here waits within its
-/// deadline.
-pub const RETRIEVAL_CONCURRENCY: usize = 4;
+/// at once: each may keep up to [`soap::MAX_ITEMS`] items (100 to 250 bytes each)
+/// from page to page, so this bounds their memory. A lookup waiting here waits within
+/// its deadline.
+pub const RETRIEVAL_CONCURRENCY: usize = 2;
 static RETRIEVALS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(RETRIEVAL_CONCURRENCY);
 /// vSphere 6.5's API: the first with `VcenterVStorageObjectManager`, answered by every
 /// vCenter the CSI driver supports.
@@ -322,7 +322,7 @@ impl VcenterClient {
     }
 
     /// The items of every page of a `RetrievePropertiesEx` that `keep` keeps, within
-    /// [`soap::Paging`]'s caps (which count every item read), holding one of
+    /// [`soap::Paging`]'s caps (on pages, and on the items kept), holding one of
     /// [`RETRIEVAL_CONCURRENCY`] places throughout.
     async fn retrieve_all<T: soap::Held + Send + 'static>(
         &self,
@@ -337,9 +337,10 @@ impl VcenterClient {
         let mut page = self.soap(call, make, parse).await?;
         let mut items = Vec::new();
         loop {
-            let held = page.items.iter().map(soap::Held::held).sum();
+            let kept: Vec<T> = page.items.drain(..).filter(|item| keep(item)).collect();
+            let held = kept.iter().map(soap::Held::held).sum();
             let token = paging.next(held, page.token.take()).map_err(|p| self.parsed(call, p))?;
-            items.extend(page.items.drain(..).filter(|item| keep(item)));
+            items.extend(kept);
             let Some(token) = token else { return Ok(items) };
             call = "ContinueRetrievePropertiesEx";
             let next = |c: &ServiceContent| soap::continue_retrieve(&c.property_collector, &token);

@@ -24,8 +24,10 @@ pub const MAX_ANSWER_BYTES: usize = 2 << 20;
 pub const MAX_OBJECTS_PER_PAGE: usize = 20;
 /// The pages of one retrieval (10,000 objects at [`MAX_OBJECTS_PER_PAGE`]).
 pub const MAX_PAGES: usize = 500;
-/// What one retrieval reads, over all its pages: objects and datastores' host mounts.
-pub const MAX_ITEMS: usize = 100_000;
+/// What one retrieval keeps, over all its pages: objects and datastores' host mounts
+/// (a datastore looked up by name keeps only its own; a First Class Disk's lookup,
+/// every datastore).
+pub const MAX_ITEMS: usize = 50_000;
 /// A continuation token's bytes (vCenter's are short).
 pub const MAX_TOKEN_BYTES: usize = 1024;
 
