@@ -434,6 +434,15 @@ fn a_slow_imds_is_what_the_timeout_names() {
         out.stderr
     );
     assert_eq!(fake.requests(EXCHANGE), 0);
+    // The wait in whole milliseconds ("885ms", "1s"), not Debug's "885.084244ms".
+    let after = out.stderr.trim_end().rsplit("within ").next().unwrap();
+    let number = after.trim_end_matches("ms").trim_end_matches('s');
+    let decimals = number.split_once('.').map_or(0, |(_, d)| d.len());
+    assert!(
+        number.parse::<f64>().is_ok()
+            && (decimals == 0 || (after.ends_with('s') && !after.ends_with("ms") && decimals <= 3)),
+        "{after:?}"
+    );
 }
 
 #[test]

@@ -121,8 +121,12 @@ macro_rules! cloud_error {
                 status: u16,
                 detail: $detail,
             },
-            /// No answer within the caller's deadline (or the client's timeout).
-            #[error("{service} did not answer {url} within {after:?}")]
+            /// No answer within the caller's deadline (or the client's timeout),
+            /// the wait shown in whole milliseconds as Go writes durations.
+            #[error(
+                "{service} did not answer {url} within {}",
+                $crate::go_duration::format(std::time::Duration::from_millis(after.as_millis() as u64))
+            )]
             Deadline {
                 service: &'static str,
                 url: String,
