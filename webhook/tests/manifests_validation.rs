@@ -117,7 +117,9 @@ fn the_audit_job_runs_a_valid_read_only_audit_as_the_audit_account() {
     assert!(audit.kubeconfig.is_none(), "in-cluster: the pod's ServiceAccount");
     // The Job ends even if the audit cannot: its deadline is past the audit's own, so
     // the audit's line naming what was slow comes first.
-    let job_deadline = job["spec"]["activeDeadlineSeconds"].as_u64().expect("activeDeadlineSeconds");
+    let job_deadline = job["spec"]["activeDeadlineSeconds"]
+        .as_u64()
+        .expect("activeDeadlineSeconds");
     assert!(
         job_deadline > audit.deadline.as_secs() + 60,
         "activeDeadlineSeconds {job_deadline} leaves the audit's --deadline {:?} a minute",
