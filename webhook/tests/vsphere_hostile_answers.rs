@@ -166,6 +166,16 @@ fn start_vcenter() -> (String, Arc<AtomicUsize>) {
     (format!("http://127.0.0.1:{port}/"), served)
 }
 
+/// A child process killed when dropped.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A field of the child's /proc status, in KiB.
 fn status_kib(pid: u32, field: &str) -> usize {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the server runs");
@@ -215,6 +225,8 @@ async fn hostile_vcenter_answers_delay_no_other_review_and_stay_within_the_pods_
     )
     .await;
     let (addr, metrics, pid) = (server.addr, server.metrics, server.child.id());
+    // Killed however the test ends (a failed probe panics).
+    let server = Stopped(server.child);
     let baseline_kib = status_kib(pid, "VmRSS");
     let client = default_client(&ca.pem);
     let stop = Arc::new(AtomicBool::new(false));
@@ -277,9 +289,7 @@ async fn hostile_vcenter_answers_delay_no_other_review_and_stay_within_the_pods_
         denials.extend(attacker.await.expect("an attacker"));
     }
     let peak_kib = status_kib(pid, "VmHWM");
-    let mut child = server.child;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
 
     // The lookups met every attack, and each was refused by its cap.
     assert!(
