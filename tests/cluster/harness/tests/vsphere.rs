@@ -4,9 +4,10 @@
 //! chosen hosts, a First Class Disk, zone/region tags on clusters and a host), then
 //! `VsphereLookup` answers for zonal, multi-zone, untagged and unknown datastores, an
 //! FCD ID, a wrong password, over TLS with the right and a wrong CA, and with tag
-//! categories named by the settings; `review` runs through a relay that reads the
-//! sessions the simulator hands out, none of which may show in an answer or a log line
-//! (at trace level). Everything on 127.0.0.1. The inventory and scenario:
+//! categories named by the settings; sessions that expire are renewed (the logins and
+//! the simulator's "session gone" answers counted through a recording relay); `review`
+//! runs through that relay, which reads the sessions the simulator hands out, none of
+//! which may show in an answer or a log line (at trace level). Everything on 127.0.0.1. The inventory and scenario:
 //! `cluster_harness::vsphere_sim`.
 
 use std::num::NonZeroUsize;
@@ -274,61 +275,126 @@ async fn tls_is_verified_against_the_configured_ca() {
     assert_eq!(zones_region(&topology), (Some("zone-a".into()), Some("region-1")));
 }
 
+/// `(SOAP Login requests, REST session POSTs)` among the client's requests.
+fn logins(sent: &str) -> (usize, usize) {
+    (
+        sent.matches("<Login xmlns=\"urn:vim25\">").count(),
+        sent.matches("POST /rest/com/vmware/cis/session HTTP/1.1\r\n").count(),
+    )
+}
+
+/// `(SOAP answers saying the session is gone, REST 401s)` among the simulator's answers.
+fn expiries(answered: &str) -> (usize, usize) {
+    (
+        answered.matches("NotAuthenticated").count(),
+        answered.matches("HTTP/1.1 401 ").count(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_sessions_are_renewed() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     // Idle SOAP and REST sessions expire after a second, as vCenter's do after 30 minutes.
     let (sim, _) = start(None, &["-session-timeout", "1s"]);
+    // Through the relay: what the client sent and what the simulator answered are seen.
+    let (relay, seen) = recording_relay(port(&sim.url));
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let lookup = lookup(&config(dir.path(), PASSWORD, port(&sim.url), ""), Some(&sim.url));
+    let lookup = lookup(
+        &config(dir.path(), PASSWORD, port(&sim.url), ""),
+        Some(&format!("http://127.0.0.1:{relay}/")),
+    );
     let volume = || VolumeIdentity::in_tree(InTree::VsphereVolume, "[zonal-ds] kubevols/a.vmdk");
-    for round in 0..2 {
-        let topology = answer(&lookup, volume()).await.expect("logged in (again)");
+    for round in 1..=2 {
+        let topology = match answer(&lookup, volume()).await {
+            Ok(topology) => topology,
+            Err(e) => panic!(
+                "round {round}: {e}\nsent:\n{}\nanswered:\n{}",
+                seen.sent(),
+                seen.answered()
+            ),
+        };
         assert_eq!(
             zones_region(&topology),
             (Some("zone-a".into()), Some("region-1")),
             "round {round}"
         );
-        // The simulator checks once per timeout: two of them and both sessions are gone.
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // Round 1 logs in once to each API, into live sessions; round 2 is told each
+        // session is gone (a NotAuthenticated fault, a 401) and logs in again.
+        let (sent, answered) = (seen.sent(), seen.answered());
+        assert_eq!(
+            logins(&sent),
+            (round, round),
+            "round {round}: Login, POST session:\n{sent}"
+        );
+        let expired = expiries(&answered);
+        if round == 1 {
+            assert_eq!(expired, (0, 0), "round 1 in fresh sessions:\n{answered}");
+            // The simulator checks once per timeout: two of them and both sessions are gone.
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+        } else {
+            assert!(
+                expired.0 >= 1 && expired.1 >= 1,
+                "round 2 (NotAuthenticated, 401): {expired:?}\n{answered}"
+            );
+        }
     }
 }
 
-/// A TCP relay on 127.0.0.1 to the simulator at `target`, keeping every byte the
-/// simulator sends back (HTTP/1.1 in the clear): the sessions it hands out are read
-/// from them. Its port and the bytes.
-fn recording_relay(target: u16) -> (u16, Arc<std::sync::Mutex<Vec<u8>>>) {
+/// What a [`recording_relay`] saw: every byte the client sent and every byte the
+/// simulator sent back (HTTP/1.1 in the clear), each direction in arrival order.
+#[derive(Clone, Default)]
+struct Recorded {
+    sent: Arc<std::sync::Mutex<Vec<u8>>>,
+    answered: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Recorded {
+    fn sent(&self) -> String {
+        String::from_utf8_lossy(&self.sent.lock().expect("not poisoned")).into_owned()
+    }
+
+    fn answered(&self) -> String {
+        String::from_utf8_lossy(&self.answered.lock().expect("not poisoned")).into_owned()
+    }
+}
+
+/// Copies `from` to `to` until either ends, keeping each byte in `kept`.
+fn relay_keeping(mut from: std::net::TcpStream, mut to: std::net::TcpStream, kept: Arc<std::sync::Mutex<Vec<u8>>>) {
     use std::io::{Read, Write};
-    use std::net::{Shutdown, TcpListener, TcpStream};
+    let mut buffer = [0u8; 16 * 1024];
+    while let Ok(n) = from.read(&mut buffer) {
+        // Kept before it is passed on: once the other side has it, the test may look.
+        kept.lock().expect("not poisoned").extend_from_slice(&buffer[..n]);
+        if n == 0 || to.write_all(&buffer[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
+/// A TCP relay on 127.0.0.1 to the simulator at `target`, keeping every byte each
+/// side sends: the sessions the simulator hands out are read from its answers, the
+/// logins from the client's requests. Its port and what it saw.
+fn recording_relay(target: u16) -> (u16, Recorded) {
+    use std::net::{TcpListener, TcpStream};
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     let port = listener.local_addr().expect("its address").port();
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let kept = seen.clone();
+    let recorded = Recorded::default();
+    let kept = recorded.clone();
     std::thread::spawn(move || {
         for client in listener.incoming().flatten() {
             let server = TcpStream::connect(("127.0.0.1", target)).expect("the simulator");
-            let (mut client_in, mut server_out) = (
+            let (client_in, server_out) = (
                 client.try_clone().expect("a handle"),
                 server.try_clone().expect("a handle"),
             );
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut client_in, &mut server_out);
-                let _ = server_out.shutdown(Shutdown::Write);
-            });
-            let (mut server_in, mut client_out, kept) = (server, client, kept.clone());
-            std::thread::spawn(move || {
-                let mut buffer = [0u8; 16 * 1024];
-                while let Ok(n) = server_in.read(&mut buffer) {
-                    if n == 0 || client_out.write_all(&buffer[..n]).is_err() {
-                        break;
-                    }
-                    kept.lock().expect("not poisoned").extend_from_slice(&buffer[..n]);
-                }
-                let _ = client_out.shutdown(Shutdown::Write);
-            });
+            let sent = kept.sent.clone();
+            std::thread::spawn(move || relay_keeping(client_in, server_out, sent));
+            let answered = kept.answered.clone();
+            std::thread::spawn(move || relay_keeping(server, client, answered));
         }
     });
-    (port, seen)
+    (port, recorded)
 }
 
 /// Each value following `marker` in `text` (quoted or not, up to a quote, `;` or
@@ -408,7 +474,7 @@ fn no_session_of_the_simulator_in_any_answer_or_log_line() {
     ] {
         assert!(output.contains(words), "{words:?} not in {output}");
     }
-    let seen = String::from_utf8_lossy(&seen.lock().expect("not poisoned")).into_owned();
+    let seen = seen.answered();
     let soap = values_after(&seen, "vmware_soap_session=");
     let rest = values_after(&seen, "{\"value\":\"");
     assert!(soap.len() >= 4 && rest.len() >= 2, "sessions seen: {soap:?} {rest:?}");
