@@ -187,6 +187,11 @@ async fn vsphere_pvs_are_stored_with_the_zones_of_their_datastores_hosts() {
     pvs.create(&post, &disk).await.expect("the FCD PV created");
     let stored = pvs.get("vsphere-csi-fcd").await.expect("the FCD PV read");
     assert_eq!(labels(&stored), json!({ZONE: "zone-a", REGION: "region-1"}));
+    // Its required terms exactly: one In term on the vSphere CSI driver's key.
+    assert_eq!(
+        affinity(&stored),
+        zone_affinity("topology.csi.vmware.com/zone", "zone-a")
+    );
 
     // An untagged datastore is refused, naming it (failurePolicy Fail, --on-lookup-error deny).
     let plain = pv(
