@@ -80,17 +80,20 @@ pub fn check_registry(registry: &str) -> Result<&str, AzureError> {
     {
         return invalid("its port is not a number from 1 to 65535");
     }
-    let label_ok = |label: &str| {
-        !label.is_empty()
-            && label.len() <= 63
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-    };
-    if !host.split('.').all(label_ok) {
+    if !host.split('.').all(is_dns_label) {
         return invalid("it is not host[:port] (letters, digits, '-' and '.' in the host)");
     }
     Ok(registry)
+}
+
+/// One label of a host name, in any case: letters, digits and `-`, at most 63
+/// characters, not starting or ending with `-`.
+pub fn is_dns_label(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= 63
+        && !label.starts_with('-')
+        && !label.ends_with('-')
+        && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// The `exp` claim of a JWT, read without verifying it.

@@ -39,15 +39,8 @@ pub fn check_registry_suffix(suffix: &str) -> Result<(), &'static str> {
     if suffix.parse::<std::net::Ipv4Addr>().is_ok() {
         return Err("it is an IP address, not a domain");
     }
-    let label_ok = |label: &str| {
-        !label.is_empty()
-            && label.len() <= 63
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-    };
     let labels: Vec<&str> = suffix.split('.').collect();
-    if suffix.len() > 253 || !labels.iter().all(|l| label_ok(l)) {
+    if suffix.len() > 253 || !labels.iter().all(|l| cloud_access::azure::acr::is_dns_label(l)) {
         return Err("it is not a DNS name (labels of letters, digits and '-', separated by '.')");
     }
     if labels.len() < 2 {
