@@ -185,14 +185,33 @@ def cloud_answers():
     yield "error_bodies", "oauth-echoes-token.json", b"\x05" + json.dumps(denied).encode() + b"\0" + subject.encode()
 
 
+def volume_handle(review):
+    """The volume handle of an AdmissionReview's PV (CSI or in-tree), or None."""
+    spec = ((review.get("request") or {}).get("object") or {}).get("spec") or {}
+    fields = {"csi": "volumeHandle", "awsElasticBlockStore": "volumeID", "gcePersistentDisk": "pdName",
+              "azureDisk": "diskURI", "cinder": "volumeID", "vsphereVolume": "volumePath"}
+    for source, field in fields.items():
+        if isinstance(spec.get(source), dict) and isinstance(spec[source].get(field), str):
+            return spec[source][field]
+    return None
+
+
 def seeds():
     """(target, name, bytes) of every seed."""
     # The webhook: AdmissionReviews, and rules files.
     for path in sorted(glob.glob(data("webhook", "*.json"))):
         yield "webhook_review", os.path.basename(path), read(path, "rb")
+        yield "webhook_validate", os.path.basename(path), read(path, "rb")
+    # webhook_rules: a rules file, a NUL and a volume handle: each file alone, and
+    # with the handle of each AdmissionReview's PV.
+    handles = sorted({handle for path in glob.glob(data("webhook", "*.json"))
+                      for handle in [volume_handle(json.loads(read(path)))] if handle})
     for path in [data("webhook", "rules.yaml"), data("cluster", "scheduling-rules.yaml"),
                  os.path.join(ROOT, "webhook", "examples", "rules.yaml")]:
-        yield "webhook_rules", os.path.relpath(path, ROOT).replace("/", "_"), read(path, "rb")
+        name = os.path.relpath(path, ROOT).replace("/", "_")
+        yield "webhook_rules", name, read(path, "rb")
+        for i, handle in enumerate(handles):
+            yield "webhook_rules", f"{name}-{i}", read(path, "rb") + b"\0" + handle.encode()
 
     # The credential provider: requests, configs (JSON and YAML), and the
     # matchImages patterns of the configs against the requests' images.
