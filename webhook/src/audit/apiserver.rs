@@ -495,11 +495,11 @@ mod tests {
             "metadata": {"continue": "next", "resourceVersion": "5"},
             "items": [pv("a"), pv("b")],
         });
-        let page = parse_page(body.to_string().as_bytes(), 2).unwrap();
+        let page = parse_page(body.to_string().as_bytes(), 2).expect("a page of two");
         assert_eq!(page.items.len(), 2);
         assert_eq!(page.items[1].metadata.name.as_deref(), Some("b"));
         assert_eq!(page.continue_token.as_deref(), Some("next"));
-        let last = parse_page(br#"{"metadata":{"continue":""},"items":null}"#, 2).unwrap();
+        let last = parse_page(br#"{"metadata":{"continue":""},"items":null}"#, 2).expect("the last page");
         assert!(last.items.is_empty() && last.continue_token.is_none());
     }
 
@@ -545,9 +545,9 @@ mod tests {
 
     #[test]
     fn the_server_is_shown_without_user_information() {
-        let uri: hyper::Uri = "https://user:pw@10.0.0.1:6443/some/path?q=1".parse().unwrap();
+        let uri: hyper::Uri = "https://user:pw@10.0.0.1:6443/some/path?q=1".parse().expect("a URI");
         assert_eq!(shown_server(&uri), "https://10.0.0.1:6443");
-        let uri: hyper::Uri = "https://api.example.com".parse().unwrap();
+        let uri: hyper::Uri = "https://api.example.com".parse().expect("a URI");
         assert_eq!(shown_server(&uri), "https://api.example.com");
     }
 }

@@ -212,12 +212,15 @@ mod tests {
             finding("c", Status::NotOurs),
         ];
         let mut report = Report::new(Vec::new(), AuditOutput::Json);
-        report.page(&all[..2]).unwrap();
-        report.page(&[]).unwrap();
-        report.page(&all[2..]).unwrap();
-        report.finish().unwrap();
-        let streamed = String::from_utf8(report.out.clone()).unwrap();
-        assert_eq!(streamed, format!("{}\n", serde_json::to_string_pretty(&all).unwrap()));
+        report.page(&all[..2]).expect("written");
+        report.page(&[]).expect("written");
+        report.page(&all[2..]).expect("written");
+        report.finish().expect("written");
+        let streamed = String::from_utf8(report.out.clone()).expect("UTF-8");
+        assert_eq!(
+            streamed,
+            format!("{}\n", serde_json::to_string_pretty(&all).expect("encodes"))
+        );
         assert_eq!(report.exit_code(), 2);
         assert_eq!(
             report.summary(3),
@@ -229,13 +232,13 @@ mod tests {
     #[test]
     fn table_widths_grow_and_an_empty_report_has_its_header() {
         let mut report = Report::new(Vec::new(), AuditOutput::Table);
-        report.page(&[finding("short", Status::Fine)]).unwrap();
+        report.page(&[finding("short", Status::Fine)]).expect("written");
         report
             .page(&[finding("a-much-longer-name", Status::LabelsFixed)])
-            .unwrap();
-        report.page(&[finding("mid", Status::Fine)]).unwrap();
-        report.finish().unwrap();
-        let text = String::from_utf8(report.out.clone()).unwrap();
+            .expect("written");
+        report.page(&[finding("mid", Status::Fine)]).expect("written");
+        report.finish().expect("written");
+        let text = String::from_utf8(report.out.clone()).expect("UTF-8");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "NAME   VOLUME  STATUS  DETAIL");
         assert_eq!(lines[1], "short  -       fine    why");
