@@ -23,9 +23,12 @@ pub enum MatchError {
 
 /// kubelet's `URLsMatchStr(pattern, image)`.
 pub fn urls_match(pattern: &str, image: &str) -> Result<bool, MatchError> {
-    let pattern = parse_schemeless(pattern)?;
-    let image = parse_schemeless(image)?;
-    urls_match_parsed(&pattern, &image)
+    match compare(pattern, image) {
+        Ok(()) => Ok(true),
+        Err(Mismatch::Unparsable { error, .. }) => Err(error),
+        Err(Mismatch::BadGlob { .. }) => Err(MatchError::BadPattern),
+        Err(_) => Ok(false),
+    }
 }
 
 /// kubelet's `URLsMatchStr`, where an error means no match (as in kubelet).
@@ -33,26 +36,160 @@ pub fn matches(pattern: &str, image: &str) -> bool {
     urls_match(pattern, image).unwrap_or(false)
 }
 
-fn urls_match_parsed(pattern: &SchemelessUrl, image: &SchemelessUrl) -> Result<bool, MatchError> {
+/// The first of kubelet's checks (`URLsMatch`, in its order) that `image`
+/// fails against `pattern`, for `explain`. Hosts and paths are shown as
+/// text (lossy where an escape decodes to bytes that are not UTF-8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mismatch {
+    /// kubelet cannot parse one of them as a URL: no match.
+    Unparsable {
+        image_side: bool,
+        error: MatchError,
+    },
+    Port {
+        pattern: String,
+        image: String,
+    },
+    HostLabels {
+        pattern_host: String,
+        pattern: usize,
+        image_host: String,
+        image: usize,
+    },
+    Path {
+        pattern: String,
+        image: String,
+    },
+    /// Label `index` (from 0) differs.
+    HostLabel {
+        index: usize,
+        pattern: String,
+        image: String,
+    },
+    /// Label `index` is not a valid glob: kubelet counts it as no match.
+    BadGlob {
+        index: usize,
+        pattern: String,
+    },
+}
+
+impl Mismatch {
+    /// A short name of the failed check, for `explain -o json`.
+    pub fn check(&self) -> &'static str {
+        match self {
+            Mismatch::Unparsable { .. } => "url",
+            Mismatch::Port { .. } => "port",
+            Mismatch::HostLabels { .. } => "host-labels",
+            Mismatch::Path { .. } => "path",
+            Mismatch::HostLabel { .. } | Mismatch::BadGlob { .. } => "host-label",
+        }
+    }
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let port = |port: &str| {
+            if port.is_empty() {
+                "none".to_owned()
+            } else {
+                port.to_owned()
+            }
+        };
+        match self {
+            Mismatch::Unparsable { image_side, error } => write!(
+                f,
+                "kubelet cannot parse the {} as a URL ({error}), so it matches nothing",
+                if *image_side { "image" } else { "pattern" }
+            ),
+            Mismatch::Port { pattern, image } => write!(
+                f,
+                "port: the pattern's is {}, the image's {} (ports must be equal)",
+                port(pattern),
+                port(image)
+            ),
+            Mismatch::HostLabels {
+                pattern_host,
+                pattern,
+                image_host,
+                image,
+            } => write!(
+                f,
+                "host labels: the pattern's host {pattern_host} has {pattern}, the image's host {image_host} has {image} (a `*` stands for one label)"
+            ),
+            Mismatch::Path { pattern, image } => write!(
+                f,
+                "path: the image's path {image:?} does not start with the pattern's {pattern:?}"
+            ),
+            Mismatch::HostLabel { index, pattern, image } => {
+                write!(f, "host label {}: {pattern:?} does not match {image:?}", index + 1)
+            }
+            Mismatch::BadGlob { index, pattern } => write!(
+                f,
+                "host label {}: {pattern:?} is not a valid glob, so it matches nothing",
+                index + 1
+            ),
+        }
+    }
+}
+
+/// kubelet's `URLsMatchStr(pattern, image)`, saying which check failed.
+pub fn compare(pattern: &str, image: &str) -> Result<(), Mismatch> {
+    let pattern = parse_schemeless(pattern).map_err(|e| Mismatch::Unparsable {
+        image_side: false,
+        error: e.into(),
+    })?;
+    let image = parse_schemeless(image).map_err(|e| Mismatch::Unparsable {
+        image_side: true,
+        error: e.into(),
+    })?;
+    compare_parsed(&pattern, &image)
+}
+
+fn compare_parsed(pattern: &SchemelessUrl, image: &SchemelessUrl) -> Result<(), Mismatch> {
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
     let (pattern_host, pattern_port) = split_host_port(&pattern.host);
     let (image_host, image_port) = split_host_port(&image.host);
     if pattern_port != image_port {
-        return Ok(false);
+        return Err(Mismatch::Port {
+            pattern: text(pattern_port),
+            image: text(image_port),
+        });
     }
     let pattern_labels: Vec<&[u8]> = pattern_host.split(|&b| b == b'.').collect();
     let image_labels: Vec<&[u8]> = image_host.split(|&b| b == b'.').collect();
     if pattern_labels.len() != image_labels.len() {
-        return Ok(false);
+        return Err(Mismatch::HostLabels {
+            pattern_host: text(pattern_host),
+            pattern: pattern_labels.len(),
+            image_host: text(image_host),
+            image: image_labels.len(),
+        });
     }
     if !image.path.starts_with(&pattern.path) {
-        return Ok(false);
+        return Err(Mismatch::Path {
+            pattern: text(&pattern.path),
+            image: text(&image.path),
+        });
     }
-    for (pattern_label, image_label) in pattern_labels.iter().zip(&image_labels) {
-        if !glob_match(pattern_label, image_label).map_err(|BadPattern| MatchError::BadPattern)? {
-            return Ok(false);
+    for (index, (pattern_label, image_label)) in pattern_labels.iter().zip(&image_labels).enumerate() {
+        match glob_match(pattern_label, image_label) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Mismatch::HostLabel {
+                    index,
+                    pattern: text(pattern_label),
+                    image: text(image_label),
+                });
+            }
+            Err(BadPattern) => {
+                return Err(Mismatch::BadGlob {
+                    index,
+                    pattern: text(pattern_label),
+                });
+            }
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The key kubelet's keyring files a credential under (`BasicDockerKeyring.Add`):
@@ -161,6 +298,29 @@ mod tests {
         for (pattern, image, want) in cases {
             assert_eq!(matches(pattern, image), *want, "URLsMatchStr({pattern:?}, {image:?})");
         }
+    }
+
+    #[test]
+    fn each_mismatch_names_kubelets_first_failing_check() {
+        let check = |pattern: &str, image: &str| compare(pattern, image).map_err(|m| m.check());
+        assert_eq!(check("reg.io", "reg.io/app"), Ok(()));
+        assert_eq!(check("reg.io", "reg.io:5000/app"), Err("port"));
+        // The port comes first: a label-count mismatch too is not reported.
+        assert_eq!(check("*.reg.io:5000", "reg.io/app"), Err("port"));
+        assert_eq!(check("*.reg.io", "reg.io/app"), Err("host-labels"));
+        assert_eq!(check("reg.io/team", "reg.io/other"), Err("path"));
+        // The path comes before the labels, as in kubelet.
+        assert_eq!(check("a.io/team", "b.io/other"), Err("path"));
+        assert_eq!(check("a.io", "b.io"), Err("host-label"));
+        assert_eq!(check("reg-[.io", "reg-a.io"), Err("url"));
+        assert_eq!(
+            compare("*.example.com", "a.example.org").unwrap_err().to_string(),
+            "host label 3: \"com\" does not match \"org\""
+        );
+        assert_eq!(
+            compare("reg.io", "reg.io:5000").unwrap_err().to_string(),
+            "port: the pattern's is none, the image's 5000 (ports must be equal)"
+        );
     }
 
     #[test]
