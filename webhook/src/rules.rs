@@ -53,6 +53,26 @@ pub enum RulesError {
         index: usize,
         reason: String,
     },
+    /// A rule for volumes an enabled lookup answers for: rules are tried first, so the
+    /// lookup would never be asked for them (a fixed `zones` would win over the cloud).
+    #[error(
+        "{origin}: the rule for `{selector}` hides {flag}: rules are tried before lookups, so the lookup would never be asked for these volumes; delete the rule (the lookup answers for them) or drop {flag}"
+    )]
+    ShadowsLookup {
+        origin: RuleOrigin,
+        /// The rule's selector as written, e.g. `inTree: cinder`.
+        selector: String,
+        flag: &'static str,
+    },
+}
+
+/// The volumes an enabled lookup answers for, as a rule would select them, and the
+/// flag that turned it on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupScope {
+    pub flag: &'static str,
+    pub driver: &'static str,
+    pub in_tree: InTree,
 }
 
 /// Where a rule was written: file and index in its `rules` list.
@@ -73,6 +93,15 @@ impl fmt::Display for RuleOrigin {
 enum Selector {
     Driver(String),
     InTree(InTree),
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Driver(driver) => write!(f, "driver: {driver}"),
+            Selector::InTree(source) => write!(f, "inTree: {}", source.name()),
+        }
+    }
 }
 
 /// One validated rule.
@@ -204,6 +233,28 @@ impl Rules {
         self.rules.iter().find_map(|rule| rule.apply(volume))
     }
 
+    /// Refuses the first rule (in file order) written for volumes one of `lookups`
+    /// answers for. Such a rule would answer before the lookup, for every volume of its
+    /// driver or in-tree type its `volumeHandle` matches, so the lookup's flag would do
+    /// nothing there. Built-in handle parsing needs no such check: it runs before the
+    /// rules, and a rule only ever sees the handles it cannot place.
+    pub fn refuse_shadowing(&self, lookups: &[LookupScope]) -> Result<(), RulesError> {
+        for rule in &self.rules {
+            let shadowed = lookups.iter().find(|scope| match &rule.selector {
+                Selector::Driver(driver) => driver == scope.driver,
+                Selector::InTree(source) => *source == scope.in_tree,
+            });
+            if let Some(scope) = shadowed {
+                return Err(RulesError::ShadowsLookup {
+                    origin: rule.origin.clone(),
+                    selector: rule.selector.to_string(),
+                    flag: scope.flag,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Whether some rule is written for this kind of volume (even if its `volumeHandle`
     /// does not match a given handle): such volumes are "recognized".
     pub fn names(&self, kind: &VolumeKind) -> bool {
@@ -298,4 +349,55 @@ fn validate(origin: RuleOrigin, item: serde_yaml_ng::Value) -> Result<Rule, Stri
         region: raw.region,
         topology_key: raw.topology_key,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CINDER: LookupScope = LookupScope {
+        flag: "--openstack-cinder-lookup",
+        driver: "cinder.csi.openstack.org",
+        in_tree: InTree::Cinder,
+    };
+
+    fn rules(text: &str) -> Rules {
+        Rules::parse(Path::new("r.yaml"), text).expect("valid rules")
+    }
+
+    #[test]
+    fn the_first_rule_for_a_lookups_volumes_is_refused_by_position() {
+        let both = rules(
+            "rules:\n  - inTree: vsphereVolume\n    zones: [a]\n  - driver: cinder.csi.openstack.org\n    zones: [nova]\n  - inTree: cinder\n    zones: [nova]\n",
+        );
+        let error = both.refuse_shadowing(&[CINDER]).expect_err("refused");
+        assert_eq!(
+            error.to_string(),
+            "r.yaml#rules[1]: the rule for `driver: cinder.csi.openstack.org` hides --openstack-cinder-lookup: rules are tried before lookups, so the lookup would never be asked for these volumes; delete the rule (the lookup answers for them) or drop --openstack-cinder-lookup"
+        );
+        let in_tree = rules("rules:\n  - inTree: cinder\n    volumeHandle: '^v-'\n    zones: [nova]\n");
+        let error = in_tree.refuse_shadowing(&[CINDER]).expect_err("refused");
+        assert!(
+            error
+                .to_string()
+                .starts_with("r.yaml#rules[0]: the rule for `inTree: cinder` hides"),
+            "{error}"
+        );
+        // No lookup on, or one for other volumes: the rules stand.
+        both.refuse_shadowing(&[]).expect("no lookup");
+        let vsphere = LookupScope {
+            flag: "--vsphere-lookup",
+            driver: "csi.vsphere.vmware.com",
+            in_tree: InTree::VsphereVolume,
+        };
+        assert!(matches!(
+            both.refuse_shadowing(&[vsphere]),
+            Err(RulesError::ShadowsLookup {
+                flag: "--vsphere-lookup",
+                ..
+            })
+        ));
+        in_tree.refuse_shadowing(&[vsphere]).expect("another lookup");
+        Rules::default().refuse_shadowing(&[CINDER, vsphere]).expect("no rules");
+    }
 }

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use cloud_access::aws::AwsConfig;
 use cloud_access::aws::endpoints::valid_region;
 
+use crate::builtin::{AZURE_DISK_DRIVER, CINDER_DRIVER, EBS_DRIVER, GCE_PD_DRIVER, VSPHERE_DRIVER};
 use crate::cli::{AzureArgs, DecisionArgs, GceArgs, OpenStackArgs, TopologyArgs, VsphereArgs};
 use crate::lookup::{CachedLookup, TopologyLookup};
 use crate::metrics::Metrics;
 use crate::resolve::Resolver;
 use crate::review::Reviewer;
-use crate::rules::Rules;
+use crate::rules::{LookupScope, Rules};
+use crate::source::InTree;
 use crate::{Error, azure, cinder, ebs, gce, vsphere};
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file or
@@ -30,6 +32,7 @@ pub fn reviewer(
 /// behind its cache): the one piece `serve`, `review` and `audit` resolve with.
 pub fn resolver(topology: &TopologyArgs, metrics: Option<&Metrics>) -> Result<Resolver, Error> {
     let rules = Rules::load(&topology.rules)?;
+    rules.refuse_shadowing(&enabled_lookups(topology))?;
     let mut resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
     let cached = |lookup: Box<dyn TopologyLookup>, counter: &str| -> Arc<dyn TopologyLookup> {
         let mut cached = CachedLookup::new(lookup, topology.lookup_cache_size, topology.lookup_cache_ttl);
@@ -57,6 +60,52 @@ pub fn resolver(topology: &TopologyArgs, metrics: Option<&Metrics>) -> Result<Re
         resolver = resolver.with_lookup(cached(Box::new(lookup), vsphere::NAME));
     }
     Ok(resolver)
+}
+
+/// Each cloud lookup's flag and the volumes it answers for (its `handles`: the CSI
+/// driver and the in-tree type), in the order [`resolver`] adds them.
+const LOOKUP_SCOPES: [LookupScope; 5] = [
+    LookupScope {
+        flag: "--aws-ebs-lookup",
+        driver: EBS_DRIVER,
+        in_tree: InTree::AwsElasticBlockStore,
+    },
+    LookupScope {
+        flag: "--gce-lookup",
+        driver: GCE_PD_DRIVER,
+        in_tree: InTree::GcePersistentDisk,
+    },
+    LookupScope {
+        flag: "--azure-disk-lookup",
+        driver: AZURE_DISK_DRIVER,
+        in_tree: InTree::AzureDisk,
+    },
+    LookupScope {
+        flag: "--openstack-cinder-lookup",
+        driver: CINDER_DRIVER,
+        in_tree: InTree::Cinder,
+    },
+    LookupScope {
+        flag: "--vsphere-lookup",
+        driver: VSPHERE_DRIVER,
+        in_tree: InTree::VsphereVolume,
+    },
+];
+
+/// The scopes of the lookups the flags turn on: no rule may be written for them.
+fn enabled_lookups(topology: &TopologyArgs) -> Vec<LookupScope> {
+    let enabled = [
+        topology.aws.aws_ebs_lookup,
+        topology.gce.gce_lookup,
+        topology.azure.azure_disk_lookup,
+        topology.openstack.openstack_cinder_lookup,
+        topology.vsphere.vsphere_lookup,
+    ];
+    LOOKUP_SCOPES
+        .into_iter()
+        .zip(enabled)
+        .filter_map(|(scope, on)| on.then_some(scope))
+        .collect()
 }
 
 /// The vSphere lookup the `--vsphere-*` flags describe: the CSI driver's config read
@@ -172,4 +221,55 @@ fn gce_lookup(args: &GceArgs, topology: &TopologyArgs) -> Result<gce::GceLookup,
             location: "set --gce-region or --gce-zones",
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{VolumeIdentity, VolumeKind};
+
+    /// Whether the lookup behind `flag` answers for a volume (each cloud's own test).
+    fn answers(flag: &str, volume: &VolumeIdentity) -> bool {
+        match flag {
+            "--aws-ebs-lookup" => ebs::volume_id(volume).is_some(),
+            "--gce-lookup" => gce::disk_ref(volume).is_some(),
+            "--azure-disk-lookup" => azure::disk_uri(volume).is_some(),
+            "--openstack-cinder-lookup" => cinder::volume_id(volume).is_some(),
+            "--vsphere-lookup" => vsphere::handle(volume).is_some(),
+            other => panic!("no lookup behind {other}"),
+        }
+    }
+
+    /// A handle each lookup answers for in both forms, CSI and in-tree.
+    fn handle(flag: &str, kind: &VolumeKind) -> &'static str {
+        match (flag, kind) {
+            ("--aws-ebs-lookup", _) => "vol-0123abcd",
+            ("--gce-lookup", VolumeKind::Csi { .. }) => "projects/UNSPECIFIED/zones/UNSPECIFIED/disks/d",
+            ("--gce-lookup", VolumeKind::InTree(_)) => "d",
+            _ => "a-volume",
+        }
+    }
+
+    #[test]
+    fn each_scope_is_what_its_lookup_answers_for() {
+        for scope in LOOKUP_SCOPES {
+            for other in LOOKUP_SCOPES {
+                let csi = VolumeKind::Csi {
+                    driver: other.driver.to_owned(),
+                };
+                for kind in [csi, VolumeKind::InTree(other.in_tree)] {
+                    let volume = match &kind {
+                        VolumeKind::Csi { driver } => VolumeIdentity::csi(driver, handle(other.flag, &kind)),
+                        VolumeKind::InTree(source) => VolumeIdentity::in_tree(*source, handle(other.flag, &kind)),
+                    };
+                    assert_eq!(
+                        answers(scope.flag, &volume),
+                        scope == other,
+                        "{} and {volume}",
+                        scope.flag
+                    );
+                }
+            }
+        }
+    }
 }
