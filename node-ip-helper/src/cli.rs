@@ -41,6 +41,8 @@ pub enum Command {
     Write(WriteCommand),
     /// Say whether the cloud controller manager will initialize a node
     /// started with --node-ip (offline), or why a Node is stuck (--node).
+    /// Exit status: 0 yes (initialized), 2 no (stuck, or kubelet refuses),
+    /// 1 could not check.
     Check(CheckCommand),
 }
 

@@ -74,6 +74,13 @@ pub enum Error {
     Stdout(std::io::Error),
 }
 
+/// `check`'s verdict "no" (the node would stay tainted, or kubelet would
+/// not start), apart from 1, "could not check" (every error), as in the
+/// suite's other programs.
+pub fn verdict_no() -> ExitCode {
+    ExitCode::from(2)
+}
+
 /// Runs one command (logging and the runtime are started by the skeleton's
 /// `main`).
 pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
@@ -153,7 +160,7 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
             print(&output::verdict(node_ip, &verdict, command.output))?;
             Ok(match verdict {
                 ccm::Verdict::Initializes { .. } => ExitCode::SUCCESS,
-                _ => ExitCode::FAILURE,
+                ccm::Verdict::KubeletRefuses { .. } | ccm::Verdict::StaysTainted { .. } => verdict_no(),
             })
         }
         (None, Some(name)) => {
@@ -162,7 +169,7 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
             let diagnosis = live::diagnose(&facts, cloud.as_deref());
             print(&output::node(&facts, &diagnosis, command.output))?;
             Ok(if diagnosis.is_stuck() {
-                ExitCode::FAILURE
+                verdict_no()
             } else {
                 ExitCode::SUCCESS
             })

@@ -264,7 +264,7 @@ fn check_against_the_metadata() {
     }
     for stuck in [V4_SECONDARY, NIC1_V4, V6_SECONDARY, "52.10.0.9"] {
         let out = check(stuck);
-        assert_eq!(out.status, 1, "{stuck}: {}{}", out.stdout, out.stderr);
+        assert_eq!(out.status, 2, "{stuck}: {}{}", out.stdout, out.stderr);
         assert!(out.stdout.starts_with("STUCK:"), "{stuck}: {}", out.stdout);
     }
 }

@@ -41,7 +41,7 @@ fn kep_3705_examples_from_the_command_line() {
     );
 
     let (status, stdout, _) = check("9.10.11.12", "kep-3705-cloud.json", &[]);
-    assert_eq!(status, 1);
+    assert_eq!(status, 2, "the verdict is no");
     assert!(stdout.starts_with("STUCK: the node keeps the node.cloudprovider.kubernetes.io/uninitialized taint"));
     assert!(stdout.contains("failed to get node address from cloud provider that matches ip: 9.10.11.12"));
 
@@ -71,7 +71,7 @@ fn secondary_eni_address_keeps_external_and_dns_entries() {
 #[test]
 fn kubelet_refusals_and_bad_files() {
     let (status, stdout, _) = check("10.0.1.25,10.0.2.40", "aws-multi-eni.json", &[]);
-    assert_eq!(status, 1);
+    assert_eq!(status, 2, "the verdict is no: kubelet would not start");
     assert!(
         stdout.contains("REFUSED by kubelet") && stdout.contains("dual-stack pair"),
         "{stdout}"

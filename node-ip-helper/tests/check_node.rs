@@ -148,7 +148,7 @@ fn check_node_with_source_auto_applies_the_answering_clouds_addresses() {
     // kubelet announced an address GCE does not list: stuck, and the fix
     // names GCE's first internal address.
     let (status, stdout, stderr) = check(&kubeconfig, &metadata, &[]);
-    assert_eq!(status, 1, "{stdout}{stderr}");
+    assert_eq!(status, 2, "{stdout}{stderr}");
     assert!(
         stdout.contains("Node node-a: provided-node-ip 192.168.56.10"),
         "{stdout}"
@@ -170,7 +170,7 @@ fn check_node_with_source_auto_applies_the_answering_clouds_addresses() {
     // kubelet restarted with GCE's address: the IP is no longer the reason.
     *api.node.lock().expect("lock") = registered("10.132.0.7");
     let (status, stdout, stderr) = check(&kubeconfig, &metadata, &["--output", "json"]);
-    assert_eq!(status, 1, "{stdout}{stderr}");
+    assert_eq!(status, 2, "{stdout}{stderr}");
     let report: Value = serde_json::from_str(&stdout).expect("JSON report");
     assert_eq!(report["diagnosis"]["verdict"], "stuck", "{stdout}");
     assert!(
@@ -184,7 +184,7 @@ fn check_node_with_source_auto_applies_the_answering_clouds_addresses() {
     // No metadata service answers: refused, as docs/node-ip-helper.md says.
     drop(gce);
     let (status, stdout, stderr) = check(&kubeconfig, &metadata, &["--metadata-timeout", "300ms"]);
-    assert_ne!(status, 0, "{stdout}");
+    assert_eq!(status, 1, "could not check: {stdout}");
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
         stderr.contains("node-ip-helper: --source auto: no metadata service answered"),

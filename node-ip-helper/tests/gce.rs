@@ -219,7 +219,7 @@ fn alias_ranges_are_never_node_ips() {
 
     let check = |node_ip: &str| run(&ns, &server, "check", "gce", &["--node-ip", node_ip]);
     let out = check("10.128.5.9");
-    assert_eq!(out.status, 1, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.status, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.starts_with("STUCK:"), "{}", out.stdout);
     let out = check(NIC1_V4);
     assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);

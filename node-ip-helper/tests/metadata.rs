@@ -274,7 +274,7 @@ fn check_applies_the_answering_clouds_rules_and_refuses_local() {
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(out.stdout.contains("provided-node-ip=10.132.0.7"), "{}", out.stdout);
     let out = check("10.9.9.9", "auto", &url);
-    assert_eq!(out.status, 1, "{}", out.stderr);
+    assert_eq!(out.status, 2, "{}", out.stderr);
     assert!(out.stdout.starts_with("STUCK:"), "{}", out.stdout);
     drop(gce);
 

@@ -84,7 +84,7 @@ async fn check_explains_a_stuck_node_with_the_nodes_own_identity() {
 
     // The wrong IP: stuck, and the fix names the cloud's address.
     let (status, text) = check(&node_kubeconfig, &cloud, &[]);
-    assert_eq!(status, 1, "{text}");
+    assert_eq!(status, 2, "stuck: {text}");
     assert!(text.contains("Node node-a: provided-node-ip 192.168.56.10"), "{text}");
     assert!(
         text.contains("192.168.56.10 is not among the cloud's addresses"),
@@ -103,7 +103,7 @@ async fn check_explains_a_stuck_node_with_the_nodes_own_identity() {
         .await
         .expect("kubelet updates its annotation");
     let (status, text) = check(&node_kubeconfig, &cloud, &["--output", "json"]);
-    assert_eq!(status, 1, "{text}");
+    assert_eq!(status, 2, "stuck: {text}");
     let report: serde_json::Value = serde_json::from_str(&text).expect("JSON report");
     assert_eq!(report["node"]["uninitialized"], true);
     assert_eq!(report["diagnosis"]["verdict"], "stuck");
@@ -137,7 +137,7 @@ async fn check_explains_a_stuck_node_with_the_nodes_own_identity() {
         .user_kubeconfig("system:node:node-b", &groups)
         .expect("kubeconfig");
     let (status, text) = check(&other, &cloud, &[]);
-    assert_eq!(status, 1, "{text}");
+    assert_eq!(status, 1, "could not check: {text}");
     assert!(text.contains("cannot read Node node-a: forbidden"), "{text}");
     assert!(text.contains("may read only its own Node"), "{text}");
 
