@@ -279,7 +279,10 @@ pub enum AuditError {
     Client(#[source] kube::Error),
     #[error("the kubeconfig's cluster names a proxy-url: audit reaches the apiserver directly, without proxies")]
     Proxy,
-    #[error("cannot list PersistentVolumes from {server} (page {page}): {error}{}", if error.is_forbidden() { " (the audit needs `list` on persistentvolumes)" } else { "" })]
+    #[error(
+        "cannot list PersistentVolumes from {server} (page {page}): {error}{}",
+        permission_hint(error)
+    )]
     List {
         server: String,
         page: usize,
@@ -309,6 +312,18 @@ pub enum AuditError {
     },
     #[error("cannot write the report: {0}")]
     Output(#[source] std::io::Error),
+}
+
+/// What to check when the apiserver refused the client (401, 403): a network failure
+/// or a server error is no RBAC matter.
+fn permission_hint(error: &ApiError) -> &'static str {
+    if error.is_unauthorized() {
+        " (the apiserver did not accept the kubeconfig's credentials: an expired token or certificate, or another cluster's; the audit needs `list` on persistentvolumes)"
+    } else if error.is_forbidden() {
+        " (the audit needs `list` on persistentvolumes: the ClusterRole pv-topology-webhook-audit of manifests/webhook/audit)"
+    } else {
+        ""
+    }
 }
 
 /// The kube configuration for the cluster `args` name: `--kubeconfig` (with

@@ -51,8 +51,16 @@ const PERSISTENT_VOLUMES: &str = "/api/v1/persistentvolumes";
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ApiError {
-    #[error("no complete answer within --request-timeout {}", cloud_access::go_duration::format(*.0))]
+    /// Connecting or the answer (connect to last byte) took longer than the request
+    /// timeout.
+    #[error("timed out: no complete answer within --request-timeout {}", cloud_access::go_duration::format(*.0))]
     Timeout(Duration),
+    /// Nothing listens at the server's address: the apiserver is down, or the kubeconfig
+    /// names another address.
+    #[error(
+        "connection refused (is the apiserver up, and is the `server` of the kubeconfig's cluster right? --kubeconfig, --context)"
+    )]
+    ConnectionRefused,
     /// Connecting, TLS, authentication or the connection breaking (the cleaned chain).
     #[error("{0}")]
     Transport(String),
@@ -74,6 +82,11 @@ impl ApiError {
     /// Whether the apiserver refused for lack of permission.
     pub fn is_forbidden(&self) -> bool {
         matches!(self, ApiError::Status { code: 403, .. })
+    }
+
+    /// Whether the apiserver did not accept the client's credentials.
+    pub fn is_unauthorized(&self) -> bool {
+        matches!(self, ApiError::Status { code: 401, .. })
     }
 }
 
@@ -291,8 +304,14 @@ impl Apiserver {
         (Err(unexpected), None)
     }
 
-    fn transport(&self, error: &dyn std::error::Error) -> ApiError {
-        ApiError::Transport(self.clean(&error_chain(error), MESSAGE_LIMIT))
+    /// A refused or timed-out connection by that name (the I/O error deep in the client's
+    /// chain); anything else by its cleaned chain.
+    fn transport(&self, error: &(dyn std::error::Error + 'static)) -> ApiError {
+        match io_error_kind(error) {
+            Some(std::io::ErrorKind::ConnectionRefused) => ApiError::ConnectionRefused,
+            Some(std::io::ErrorKind::TimedOut) => ApiError::Timeout(self.request_timeout),
+            _ => ApiError::Transport(self.clean(&error_chain(error), MESSAGE_LIMIT)),
+        }
     }
 
     /// A 4xx or 5xx as the `Status` in its body says, cleaned; a body that is none, by
@@ -322,6 +341,18 @@ impl Apiserver {
             message: self.clean(&message, MESSAGE_LIMIT),
         }
     }
+}
+
+/// The kind of the first I/O error in `error`'s chain.
+fn io_error_kind(error: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        cause = error.source();
+    }
+    None
 }
 
 /// `request` again (its body is bytes).
@@ -354,7 +385,7 @@ async fn read_capped(
     body: &mut Body,
     declared: Option<u64>,
     cap: usize,
-    transport: impl Fn(&dyn std::error::Error) -> ApiError,
+    transport: impl Fn(&(dyn std::error::Error + 'static)) -> ApiError,
 ) -> Result<Vec<u8>, ApiError> {
     if declared.is_some_and(|length| length > cap as u64) {
         return Err(ApiError::TooLarge(cap));
