@@ -135,6 +135,7 @@ pub struct FilterArgs {
         long = "allow-cidr",
         env = "NODE_IP_HELPER_ALLOW_CIDR",
         value_delimiter = ',',
+        value_parser = filters::parse_cidr,
         value_name = "CIDR"
     )]
     pub allow_cidrs: Vec<IpNet>,
@@ -143,6 +144,7 @@ pub struct FilterArgs {
         long = "deny-cidr",
         env = "NODE_IP_HELPER_DENY_CIDR",
         value_delimiter = ',',
+        value_parser = filters::parse_cidr,
         value_name = "CIDR"
     )]
     pub deny_cidrs: Vec<IpNet>,
@@ -234,6 +236,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("--allow-cidr"), "{err}");
+        assert!(
+            err.contains("the prefix length 33 is longer than 32, the most for IPv4 (128 for IPv6)"),
+            "{err}"
+        );
+        let err = Cli::try_parse_from(["node-ip-helper", "detect", "--deny-cidr", "fd00::/129"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--deny-cidr") && err.contains("the prefix length 129 is longer than 128, the most for IPv6"),
+            "{err}"
+        );
         let err = Cli::try_parse_from(["node-ip-helper", "detect", "--interface", "eth[0"])
             .unwrap_err()
             .to_string();

@@ -4,6 +4,8 @@ use globset::{Glob, GlobMatcher};
 use ipnet::IpNet;
 use std::net::IpAddr;
 
+use crate::family::Family;
+
 /// Interfaces that carry container, overlay or VPN traffic, never the
 /// node's own address. `--exclude-interface` adds to the list;
 /// `--no-default-excludes` clears it.
@@ -51,6 +53,37 @@ impl InterfacePattern {
 
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+}
+
+/// A `--allow-cidr` or `--deny-cidr` value, ADDRESS/LENGTH, refused with
+/// what is wrong in its own terms (ipnet says "invalid IP address syntax"
+/// for a prefix length of 33 as for anything else).
+/// The flag, or the variable, is named by the caller (clap's error).
+pub fn parse_cidr(text: &str) -> Result<IpNet, String> {
+    let wrong = |what: String| format!("{text:?}: {what}; write ADDRESS/LENGTH, such as 10.0.0.0/8 or fd00::/8");
+    let most = |ip: &IpAddr| match Family::of(ip) {
+        Family::V4 => (32, "IPv4 (128 for IPv6)"),
+        Family::V6 => (128, "IPv6 (32 for IPv4)"),
+    };
+    let Some((address, length)) = text.split_once('/') else {
+        return Err(match text.parse::<IpAddr>() {
+            Ok(ip) => wrong(format!("no prefix length (this address alone is {ip}/{})", most(&ip).0)),
+            Err(_) => wrong("not a CIDR".to_owned()),
+        });
+    };
+    let ip: IpAddr = address
+        .parse()
+        .map_err(|_| wrong(format!("{address:?} is not an IP address")))?;
+    let (max, family) = most(&ip);
+    let length: u32 = length
+        .parse()
+        .map_err(|_| wrong(format!("the prefix length {length:?} is not a number from 0 to {max}")))?;
+    match u8::try_from(length) {
+        Ok(length) if u32::from(length) <= max => IpNet::new(ip, length).map_err(|e| wrong(e.to_string())),
+        _ => Err(wrong(format!(
+            "the prefix length {length} is longer than {max}, the most for {family}"
+        ))),
     }
 }
 
@@ -142,6 +175,41 @@ mod tests {
                 .contains("\"tailscale*\"")
         );
         assert!(filters.interface_rejection("cilium_host").is_some());
+    }
+
+    #[test]
+    fn cidrs_are_parsed_as_ipnet_parses_them_and_refused_with_the_reason() {
+        for text in ["10.0.0.0/8", "10.0.0.5/32", "0.0.0.0/0", "fd00::/8", "2001:db8::1/128"] {
+            assert_eq!(parse_cidr(text), Ok(text.parse().unwrap()), "{text}");
+        }
+        for (text, reason) in [
+            (
+                "10.0.0.0/33",
+                "the prefix length 33 is longer than 32, the most for IPv4 (128 for IPv6)",
+            ),
+            (
+                "10.0.0.0/4294967296",
+                "the prefix length \"4294967296\" is not a number from 0 to 32",
+            ),
+            (
+                "10.0.0.0/256",
+                "the prefix length 256 is longer than 32, the most for IPv4 (128 for IPv6)",
+            ),
+            (
+                "fd00::/129",
+                "the prefix length 129 is longer than 128, the most for IPv6 (32 for IPv4)",
+            ),
+            ("10.0.0.5", "no prefix length (this address alone is 10.0.0.5/32)"),
+            ("10.0.0.300/8", "\"10.0.0.300\" is not an IP address"),
+            ("10.0.0.0/x", "the prefix length \"x\" is not a number from 0 to 32"),
+            ("eth0", "not a CIDR"),
+        ] {
+            let err = parse_cidr(text).unwrap_err();
+            assert_eq!(
+                err,
+                format!("{text:?}: {reason}; write ADDRESS/LENGTH, such as 10.0.0.0/8 or fd00::/8")
+            );
+        }
     }
 
     #[test]

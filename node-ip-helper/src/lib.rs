@@ -62,6 +62,10 @@ pub enum Error {
     PrivateDns { instance: String, reason: String },
     #[error("cannot load the kubeconfig{}: {reason}", .path.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
     Kubeconfig { path: Option<String>, reason: String },
+    #[error(
+        "check --node: no kubeconfig: no --kubeconfig (NODE_IP_HELPER_KUBECONFIG), $KUBECONFIG or ~/.kube/config, and not in a pod; on the node, give --kubeconfig /etc/kubernetes/kubelet.conf (kubelet's identity may read its own Node)"
+    )]
+    NoKubeconfig,
     #[error(transparent)]
     KubeconfigFile(#[from] kubeconfig::KubeconfigError),
     #[error("cannot read Node {name}: {reason}")]

@@ -214,7 +214,11 @@ pub async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_open
         Some(file) => kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
             .await
             .map_err(|e| config_error(e.to_string()))?,
-        None => kube::Config::incluster().map_err(|e| config_error(e.to_string()))?,
+        // Not in a pod either: say what to give rather than which variable is missing.
+        None => kube::Config::incluster().map_err(|e| match e {
+            kube::config::InClusterError::ReadEnvironmentVariable(_) => Error::NoKubeconfig,
+            other => config_error(other.to_string()),
+        })?,
     };
     let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);

@@ -191,3 +191,32 @@ fn check_node_with_source_auto_applies_the_answering_clouds_addresses() {
         "{stderr}"
     );
 }
+
+/// With no kubeconfig anywhere (no --kubeconfig, $KUBECONFIG or
+/// ~/.kube/config) and not in a pod, the error says what to give on a node,
+/// not kube's "failed to read an incluster environment variable".
+#[test]
+fn check_node_without_a_kubeconfig_suggests_kubelets() {
+    let home = tempfile::tempdir().expect("temporary directory");
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60"])
+        .arg(env!("CARGO_BIN_EXE_node-ip-helper"))
+        .args(["check", "--node", NODE])
+        .env_remove("KUBECONFIG")
+        .env_remove("NODE_IP_HELPER_KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env("HOME", home.path())
+        .output()
+        .expect("run node-ip-helper");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "could not check: {stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with("node-ip-helper: check --node: no kubeconfig"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--kubeconfig /etc/kubernetes/kubelet.conf"), "{stderr}");
+    assert!(!stderr.contains("incluster"), "{stderr}");
+}
