@@ -68,11 +68,16 @@ pub enum Command {
     /// application the pod's service account names. Takes
     /// acr-credential-provider's arguments (AZURE_JSON, --registry-mirror).
     Acr(Box<AcrArgs>),
-    /// Print the providers of a kubelet CredentialProviderConfig that kubelet
-    /// would run for IMAGE, one name per line, in config order.
+    /// Say which providers of a kubelet CredentialProviderConfig kubelet
+    /// would run for IMAGE, and for each pattern of each provider why it
+    /// matches or not (port, host labels, path). Exit 0 when a provider
+    /// runs, 2 when none does, 1 on error.
     Explain(ExplainArgs),
-    /// Validate a kubelet CredentialProviderConfig (file or directory) with
-    /// kubelet's rules; print every problem with its field path; exit 1 if any.
+    /// Validate a kubelet CredentialProviderConfig (file or directory) as
+    /// kubelet will, and the args and env of every entry that runs this
+    /// plugin as the plugin will; print every problem with its field path.
+    /// Exit 0 valid, 2 if kubelet or this plugin would refuse it, 1 if it
+    /// cannot be read or parsed.
     CheckConfig(CheckConfigArgs),
 }
 
@@ -282,19 +287,115 @@ pub struct GcpCacheArgs {
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// kubelet CredentialProviderConfig: a JSON or YAML file, or a directory.
+    /// kubelet CredentialProviderConfig: a JSON or YAML file, or a
+    /// directory (or give it as the first operand, as check-config takes it).
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CONFIG", value_name = "PATH")]
-    pub config: PathBuf,
-    /// Image to pull, with or without tag or digest (nginx:1.27 counts as
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// `[PATH] IMAGE`: the config (unless --config names it), then the image
+    /// to pull, with or without tag or digest (nginx:1.27 counts as
     /// docker.io/library/nginx, as in kubelet).
-    pub image: String,
+    #[arg(value_name = "[PATH] IMAGE", num_args = 1..=2, required = true)]
+    pub operands: Vec<std::ffi::OsString>,
+}
+
+impl ExplainArgs {
+    /// The config and the image, however the config was given.
+    pub fn config_and_image(&self) -> Result<(PathBuf, String), String> {
+        let (config, image) = match (&self.config, self.operands.as_slice()) {
+            (Some(config), [image]) => (config.clone(), image),
+            (None, [config, image]) => (PathBuf::from(config), image),
+            (None, [_]) => {
+                return Err(
+                    "explain needs the config and the image: explain PATH IMAGE, or explain --config PATH IMAGE \
+                     (or CLOUD_CREDENTIAL_PROVIDER_CONFIG); one IMAGE was given"
+                        .into(),
+                );
+            }
+            (Some(_), _) => {
+                return Err(
+                    "the config is given twice, with --config (or CLOUD_CREDENTIAL_PROVIDER_CONFIG) and as PATH: \
+                     give one, then IMAGE"
+                        .into(),
+                );
+            }
+            (None, _) => return Err("explain takes [PATH] IMAGE (see --help)".into()),
+        };
+        let image = image
+            .to_str()
+            .ok_or_else(|| format!("IMAGE {image:?} is not UTF-8 text"))?
+            .to_owned();
+        Ok((config, image))
+    }
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("config_file").required(true).args(["path", "config"])))]
 pub struct CheckConfigArgs {
     /// kubelet CredentialProviderConfig: a JSON or YAML file, or a directory.
     #[arg(value_name = "PATH")]
-    pub path: PathBuf,
+    pub path: Option<PathBuf>,
+    /// The config, as explain takes it (instead of PATH).
+    #[arg(
+        long,
+        env = "CLOUD_CREDENTIAL_PROVIDER_CONFIG",
+        value_name = "PATH",
+        conflicts_with = "path"
+    )]
+    pub config: Option<PathBuf>,
+    /// kubelet's --image-credential-provider-bin-dir: entries whose binary
+    /// there is this plugin under another name (a link or a copy) are
+    /// judged too, and a missing binary is reported, as kubelet refuses it.
+    #[arg(
+        long,
+        visible_alias = "image-credential-provider-bin-dir",
+        env = "CLOUD_CREDENTIAL_PROVIDER_BIN_DIR",
+        value_name = "DIR"
+    )]
+    pub bin_dir: Option<PathBuf>,
+    /// The kubelet that will read the config (1.33, v1.34.2): tokenAttributes
+    /// needs 1.33 (alpha, off by default) or 1.34 (beta, on by default),
+    /// tokenAttributes.cacheType 1.34. Unset: 1.34 or later.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_KUBELET_VERSION", value_parser = crate::kubelet_config::KubeletVersion::parse, value_name = "VERSION")]
+    pub kubelet_version: Option<crate::kubelet_config::KubeletVersion>,
+    /// kubelet's --feature-gates (NAME=true|false,...); only
+    /// KubeletServiceAccountTokenForCredentialProviders is read. Unset: that
+    /// gate's default for --kubelet-version.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_KUBELET_FEATURE_GATES", value_parser = crate::kubelet_config::FeatureGates::parse, value_name = "GATES")]
+    pub kubelet_feature_gates: Option<crate::kubelet_config::FeatureGates>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl CheckConfigArgs {
+    /// The config, however it was given.
+    pub fn config_path(&self) -> &std::path::Path {
+        // clap's group makes one of them present.
+        self.path
+            .as_deref()
+            .or(self.config.as_deref())
+            .unwrap_or(std::path::Path::new(""))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// `text` for people, `json` for programs (one JSON object).
+    #[arg(
+        short = 'o',
+        long = "output",
+        env = "CLOUD_CREDENTIAL_PROVIDER_OUTPUT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
 }
 
 /// kubelet kills the plugin after one minute; leave room to report.
@@ -366,43 +467,6 @@ fn parse_allowed_account(text: &str) -> Result<String, String> {
         .map_err(|problem| format!("{text:?} is not a Google service account or *@DOMAIN: {problem}"))
 }
 
-/// A command-line error as one line, for kubelet's log (clap's own text
-/// spans several lines, with usage and hints). Values are shown only as the
-/// value parsers quote them, so a parser can keep a password out.
-pub fn usage_error_line(error: &clap::Error) -> String {
-    use clap::error::{ContextKind, ErrorKind};
-    match error.kind() {
-        ErrorKind::ValueValidation => {
-            let flag = error
-                .get(ContextKind::InvalidArg)
-                .map_or_else(|| "a flag".to_owned(), ToString::to_string);
-            match std::error::Error::source(error) {
-                Some(reason) => format!("invalid value for {flag}: {reason}"),
-                None => format!("invalid value for {flag}"),
-            }
-        }
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
-            let command = <Cli as clap::CommandFactory>::command();
-            let names: Vec<&str> = command.get_subcommands().map(clap::Command::get_name).collect();
-            format!("a subcommand is required, one of: {} (see --help)", names.join(", "))
-        }
-        _ => {
-            let rendered = error.render().to_string();
-            let mut line = String::new();
-            for part in rendered.lines().map(str::trim) {
-                if part.is_empty() || part.starts_with("Usage:") || part.starts_with("For more information") {
-                    continue;
-                }
-                if !line.is_empty() {
-                    line.push_str(if line.ends_with(':') { " " } else { "; " });
-                }
-                line.push_str(part.strip_prefix("error: ").unwrap_or(part));
-            }
-            format!("{line} (see --help)")
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -419,35 +483,6 @@ mod tests {
         assert!(parse_timeout("20s").is_ok());
         assert!(parse_timeout("59s").unwrap_err().contains("at most 50s"));
         assert!(parse_timeout("0s").is_err());
-    }
-
-    fn usage_line(args: &[&str]) -> String {
-        let mut all = vec!["cloud-credential-provider"];
-        all.extend(args);
-        usage_error_line(&Cli::try_parse_from(all).unwrap_err())
-    }
-
-    #[test]
-    fn usage_errors_are_one_line() {
-        assert_eq!(
-            usage_line(&["static", "--docker-config", "c", "--cache-duration", "abc"]),
-            "invalid value for --cache-duration <DURATION>: invalid duration \"abc\": use a Go duration such as \"90s\", \"15m\" or \"6h0m0s\""
-        );
-        assert_eq!(
-            usage_line(&["token-exchange"]),
-            "the following required arguments were not provided: --token-endpoint <URL> (see --help)"
-        );
-        assert!(usage_line(&[]).starts_with(
-            "a subcommand is required, one of: static, passthrough, token-exchange, ecr, gcp, acr, explain, check-config"
-        ));
-        for args in [
-            &["static", "--bogus"][..],
-            &["nope"],
-            &["--log-format", "xml", "static"],
-        ] {
-            let line = usage_line(args);
-            assert!(!line.contains('\n') && !line.contains("Usage:"), "{line}");
-        }
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! function tests call directly.
 
 use std::io::{Read, Write};
-use std::path::Path;
 use std::process::ExitCode;
 
 pub mod backend;
@@ -19,7 +18,7 @@ use backend::{
     TokenExchangeBackend, acr::AcrSettings, ecr::EcrSettings, gcp::GcpSettings, token_exchange::ExchangeSettings,
 };
 use cli::{AcrArgs, Cli, Command, GcpArgs};
-use kubelet_config::{ConfigError, CredentialProviderConfig, FieldError};
+use kubelet_config::ConfigError;
 use protocol::RequestError;
 use secrecy::ExposeSecret;
 
@@ -46,12 +45,20 @@ pub enum Error {
     Stdin(std::io::Error),
     #[error("cannot write to stdout: {0}")]
     Stdout(std::io::Error),
+    /// Operands that do not fit together (`explain`), or an operator tool
+    /// in a provider entry (`check-config`'s child).
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Runs one invocation (on the current thread: the skeleton's `main` starts
 /// logging and the runtime). Provider subcommands read the request from
 /// `stdin`; only a complete answer is written to `stdout`.
 pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, Error> {
+    // check-config's child: the command line parsed, nothing more.
+    if kubelet_config::plugin::check_only_requested() {
+        return kubelet_config::plugin::check_only(&cli.command).map_err(Error::Usage);
+    }
     match cli.command {
         Command::Static(args) => {
             let backend = StaticBackend::new(args.docker_config, args.cache_duration);
@@ -98,27 +105,30 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
             serve_request(&backend, stdin, stdout).await
         }
         Command::Explain(args) => {
-            let config = kubelet_config::load(&args.config)?;
+            let (config, image) = args.config_and_image().map_err(Error::Usage)?;
+            let config = kubelet_config::load(&config)?;
             // kubelet does not pull a reference it cannot parse: no provider runs.
-            image::parse(&args.image).map_err(|e| {
+            image::parse(&image).map_err(|e| {
                 Error::Image(format!(
-                    "kubelet cannot parse image {:?} ({e}): it would not pull it, so no provider runs",
-                    args.image
+                    "kubelet cannot parse image {image:?} ({e}): it would not pull it, so no provider runs"
                 ))
             })?;
-            let mut out = String::new();
-            for name in explain(&config, &args.image) {
-                // A name is text from the config: one escaped line each.
-                out.push_str(&cloud_access::logging::clean_text(name, &[], MAX_ERROR_LINE));
-                out.push('\n');
-            }
-            write_all(stdout, out.as_bytes())?;
-            Ok(ExitCode::SUCCESS)
+            let explanation = kubelet_config::explain(&config, &image);
+            write_all(stdout, explanation.render(args.output.format).as_bytes())?;
+            Ok(explanation.exit_code())
         }
         Command::CheckConfig(args) => {
-            let (report, ok) = check_config(&args.path);
-            write_all(stdout, report.as_bytes())?;
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            let options = kubelet_config::CheckOptions {
+                bin_dir: args.bin_dir.clone(),
+                target: kubelet_config::KubeletTarget {
+                    version: args.kubelet_version,
+                    gates: args.kubelet_feature_gates.unwrap_or_default(),
+                },
+                plugin_exe: kubelet_config::plugin::this_exe(),
+            };
+            let report = kubelet_config::check(args.config_path(), &options);
+            write_all(stdout, report.render(args.output.format).as_bytes())?;
+            Ok(report.exit_code())
         }
     }
 }
@@ -218,47 +228,6 @@ pub async fn answer_request(backend: &impl CredentialBackend, input: &[u8]) -> R
         "credential response"
     );
     Ok(protocol::encode_response(request.api_version, &credentials))
-}
-
-/// The providers kubelet would run for `image`, in config order.
-pub fn explain<'a>(config: &'a CredentialProviderConfig, image: &str) -> Vec<&'a str> {
-    let repository = image::repository(image);
-    config
-        .providers
-        .iter()
-        .filter(|p| {
-            p.match_images
-                .iter()
-                .any(|pattern| matching::matches(pattern, &repository))
-        })
-        .map(|p| p.name.as_str())
-        .collect()
-}
-
-/// A human report of every problem in a config, and whether kubelet would
-/// accept it.
-pub fn check_config(path: &Path) -> (String, bool) {
-    let shown = path.display();
-    match kubelet_config::load(path) {
-        Err(e) => (
-            format!(
-                "{}\n",
-                cloud_access::logging::clean_text(&e.to_string(), &[], MAX_ERROR_LINE)
-            ),
-            false,
-        ),
-        Ok(config) => {
-            let problems: Vec<FieldError> = kubelet_config::validate(&config);
-            if problems.is_empty() {
-                let n = config.providers.len();
-                let noun = if n == 1 { "provider" } else { "providers" };
-                (format!("{shown}: valid ({n} {noun})\n"), true)
-            } else {
-                let lines: String = problems.iter().map(|p| format!("{shown}: {p}\n")).collect();
-                (lines, false)
-            }
-        }
-    }
 }
 
 fn write_all(mut stdout: impl Write, bytes: &[u8]) -> Result<(), Error> {

@@ -22,10 +22,14 @@ fn manifests() -> Vec<PathBuf> {
     files
 }
 
+/// The providers kubelet runs for `image` (`-o json`'s `runs`); exit 0
+/// when there are some, 2 when there are none.
 fn explain(config: &str, image: &str) -> Vec<String> {
-    let out = run(&["explain", "--config", config, image], b"");
-    assert_eq!(out.status, 0, "{}", out.stderr);
-    out.stdout.lines().map(str::to_owned).collect()
+    let out = run(&["explain", "-o", "json", "--config", config, image], b"");
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stderr));
+    let runs: Vec<String> = serde_json::from_value(report["runs"].clone()).unwrap();
+    assert_eq!(out.status, if runs.is_empty() { 2 } else { 0 }, "{}", out.stderr);
+    runs
 }
 
 #[test]
@@ -94,9 +98,24 @@ fn explain_escapes_provider_names() {
         ),
     )
     .unwrap();
-    assert_eq!(
-        explain(&file.display().to_string(), "x.io/app"),
-        ["a\\n\\u{1b}[31mFORGED\\u{202e}"]
+    let out = run(&["explain", &file.display().to_string(), "x.io/app"], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    assert!(
+        lines[0].ends_with("kubelet runs a\\n\\u{1b}[31mFORGED\\u{202e}"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("a\\n\\u{1b}[31mFORGED\\u{202e}: runs ("),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        !out.stdout.contains('\u{1b}') && !out.stdout.contains('\u{202e}'),
+        "{}",
+        out.stdout
     );
 }
 
@@ -167,7 +186,7 @@ fn explain_knows_the_shipped_acr_manifest() {
 #[test]
 fn check_config_lists_every_problem_with_its_field_path() {
     let out = run(&["check-config", &configs("bad-rules.yaml")], b"");
-    assert_eq!(out.status, 1);
+    assert_eq!(out.status, 2);
     let want = [
         "providers[0].name: Invalid value: \"bad/name\": provider name cannot contain '/'",
         "providers[0].apiVersion: Unsupported value: \"credentialprovider.kubelet.k8s.io/v2\"",
@@ -189,20 +208,22 @@ fn check_config_lists_every_problem_with_its_field_path() {
 
 #[test]
 fn check_config_refuses_what_kubelet_cannot_decode() {
+    // Exit 2: kubelet refuses it; 1: it could not be read.
     let cases = [
         (
             "bad-unknown-field.json",
             "providers[0].matchImage: unknown field `matchImage`",
+            2,
         ),
-        ("bad-kind.yaml", "kind \"KubeletConfiguration\" is wrong"),
-        ("dir-duplicate", "duplicate provider name \"ecr-like\""),
-        ("bad-duplicate-name.yaml", "duplicate provider name \"same\""),
-        ("dir-empty", "no *.json, *.yaml or *.yml files"),
-        ("missing.yaml", "cannot read"),
+        ("bad-kind.yaml", "kind \"KubeletConfiguration\" is wrong", 2),
+        ("dir-duplicate", "duplicate provider name \"ecr-like\"", 2),
+        ("bad-duplicate-name.yaml", "duplicate provider name \"same\"", 2),
+        ("dir-empty", "no *.json, *.yaml or *.yml files", 2),
+        ("missing.yaml", "cannot read", 1),
     ];
-    for (name, want) in cases {
+    for (name, want, status) in cases {
         let out = run(&["check-config", &configs(name)], b"");
-        assert_eq!(out.status, 1, "{name}");
+        assert_eq!(out.status, status, "{name}");
         assert!(
             out.stdout.contains(want),
             "{name}: {:?} should contain {want:?}",

@@ -6,9 +6,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod check;
+mod explain;
+pub mod plugin;
 mod validate;
+mod versions;
 
-pub use validate::{FieldError, validate};
+pub use check::{CheckOptions, CheckReport, Problem, RefusedBy, Verdict, check};
+pub use explain::{Explanation, PatternVerdict, ProviderVerdict, explain};
+pub use validate::{FieldError, validate, validate_for};
+pub use versions::{FeatureGates, KubeletTarget, KubeletVersion};
 
 pub const CONFIG_GROUP: &str = "kubelet.config.k8s.io";
 pub const CONFIG_VERSIONS: [&str; 3] = ["v1alpha1", "v1beta1", "v1"];

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use super::versions::{KubeletTarget, SERVICE_ACCOUNT_TOKEN_GATE, TOKEN_ATTRIBUTES_SINCE, TOKEN_GATE_ON_SINCE};
 use super::{CredentialProviderConfig, Provider, TokenAttributes};
 use crate::matching::parse_schemeless;
 use crate::protocol::ApiVersion;
@@ -27,6 +28,11 @@ const CACHE_TYPES: [&str; 2] = ["ServiceAccount", "Token"];
 /// Assumes the `KubeletServiceAccountTokenForCredentialProviders` feature
 /// gate is on, as it is by default from Kubernetes 1.34.
 pub fn validate(config: &CredentialProviderConfig) -> Vec<FieldError> {
+    validate_for(config, &KubeletTarget::default())
+}
+
+/// [`validate`] for a given kubelet version and feature gates.
+pub fn validate_for(config: &CredentialProviderConfig, target: &KubeletTarget) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if config.providers.is_empty() {
         errors.push(FieldError {
@@ -37,12 +43,18 @@ pub fn validate(config: &CredentialProviderConfig) -> Vec<FieldError> {
     let mut seen = BTreeSet::new();
     for (i, provider) in config.providers.iter().enumerate() {
         let path = format!("providers[{i}]");
-        validate_provider(&path, provider, &mut seen, &mut errors);
+        validate_provider(&path, provider, target, &mut seen, &mut errors);
     }
     errors
 }
 
-fn validate_provider(path: &str, provider: &Provider, seen: &mut BTreeSet<String>, errors: &mut Vec<FieldError>) {
+fn validate_provider(
+    path: &str,
+    provider: &Provider,
+    target: &KubeletTarget,
+    seen: &mut BTreeSet<String>,
+    errors: &mut Vec<FieldError>,
+) {
     let mut push = |field: String, message: String| errors.push(FieldError { field, message });
     let name = &provider.name;
     let name_field = format!("{path}.name");
@@ -112,7 +124,7 @@ fn validate_provider(path: &str, provider: &Provider, seen: &mut BTreeSet<String
     }
 
     if let Some(attributes) = &provider.token_attributes {
-        validate_token_attributes(&format!("{path}.tokenAttributes"), provider, attributes, errors);
+        validate_token_attributes(&format!("{path}.tokenAttributes"), provider, attributes, target, errors);
     }
 }
 
@@ -120,9 +132,32 @@ fn validate_token_attributes(
     path: &str,
     provider: &Provider,
     attributes: &TokenAttributes,
+    target: &KubeletTarget,
     errors: &mut Vec<FieldError>,
 ) {
     let mut push = |field: String, message: String| errors.push(FieldError { field, message });
+    let kubelet = target.describe();
+    if !target.knows_token_attributes() {
+        // Its config type lacks the field: strict decoding refuses it.
+        push(
+            path.to_owned(),
+            format!(
+                "unknown field in {kubelet}: tokenAttributes came with Kubernetes 1.{TOKEN_ATTRIBUTES_SINCE} \
+                 (KEP-4412, alpha; beta and on by default in 1.{TOKEN_GATE_ON_SINCE}): upgrade kubelet or remove it"
+            ),
+        );
+        return;
+    }
+    if !target.token_gate_on() {
+        push(
+            path.to_owned(),
+            format!(
+                "Forbidden: tokenAttributes is not supported when {SERVICE_ACCOUNT_TOKEN_GATE} feature gate is disabled \
+                 ({kubelet}: start it with --feature-gates={SERVICE_ACCOUNT_TOKEN_GATE}=true; the gate is alpha and off \
+                 by default in 1.{TOKEN_ATTRIBUTES_SINCE}, on by default from 1.{TOKEN_GATE_ON_SINCE})"
+            ),
+        );
+    }
     if attributes.service_account_token_audience.is_empty() {
         push(
             format!("{path}.serviceAccountTokenAudience"),
@@ -173,7 +208,16 @@ fn validate_token_attributes(
             format!("Invalid value: {both:?}: annotation keys cannot be both required and optional"),
         );
     }
-    if attributes.cache_type.is_empty() {
+    if !target.knows_cache_type() {
+        if !attributes.cache_type.is_empty() {
+            push(
+                format!("{path}.cacheType"),
+                format!(
+                    "unknown field in {kubelet}: cacheType came with Kubernetes 1.{TOKEN_GATE_ON_SINCE}: remove it for this kubelet"
+                ),
+            );
+        }
+    } else if attributes.cache_type.is_empty() {
         push(
             format!("{path}.cacheType"),
             format!(

@@ -1,0 +1,241 @@
+//! `check-config`: whether kubelet will take a config, and whether this
+//! plugin will take the command line of each entry that runs it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::plugin::{self, Binary};
+use super::versions::KubeletTarget;
+use super::{ConfigError, CredentialProviderConfig};
+use crate::MAX_ERROR_LINE;
+use crate::cli::OutputFormat;
+
+/// What to check beyond kubelet's own reading and validation.
+#[derive(Debug, Clone, Default)]
+pub struct CheckOptions {
+    /// kubelet's `--image-credential-provider-bin-dir`.
+    pub bin_dir: Option<PathBuf>,
+    pub target: KubeletTarget,
+    /// The binary whose parser judges the entries that run this plugin
+    /// (`None`: they are not judged).
+    pub plugin_exe: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// kubelet and this plugin take it.
+    Valid,
+    /// kubelet, or this plugin at every pull, refuses it.
+    Refused,
+    /// It could not be read or parsed: no verdict.
+    Unreadable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RefusedBy {
+    Kubelet,
+    Plugin,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The field path (`providers[1].tokenAttributes.cacheType`), where
+    /// there is one.
+    pub field: Option<String>,
+    /// Who refuses it; `null` when the config could not be read.
+    pub refused_by: Option<RefusedBy>,
+    pub message: String,
+    /// The plugin's own line, as kubelet would log it at every pull.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin_says: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    pub path: String,
+    pub verdict: Verdict,
+    /// Providers read (0 when the config could not be decoded).
+    pub providers: usize,
+    pub problems: Vec<Problem>,
+    /// Whether the config was decoded (kubelet's rules applied).
+    #[serde(skip)]
+    decoded: bool,
+}
+
+/// Reads, validates and judges the config at `path`.
+pub fn check(path: &Path, options: &CheckOptions) -> CheckReport {
+    let shown = path.display().to_string();
+    match super::load(path) {
+        Err(error) => CheckReport {
+            path: shown,
+            verdict: if is_unreadable(&error) {
+                Verdict::Unreadable
+            } else {
+                Verdict::Refused
+            },
+            providers: 0,
+            decoded: false,
+            problems: vec![Problem {
+                field: match &error {
+                    ConfigError::Field { field, .. } => Some(field.clone()),
+                    _ => None,
+                },
+                refused_by: (!is_unreadable(&error)).then_some(RefusedBy::Kubelet),
+                message: clean(&error.to_string()),
+                plugin_says: None,
+                hint: None,
+            }],
+        },
+        Ok(config) => {
+            let problems = problems(&config, options);
+            let verdict = if problems.is_empty() {
+                Verdict::Valid
+            } else if problems.iter().any(|p| p.refused_by.is_none()) {
+                Verdict::Unreadable
+            } else {
+                Verdict::Refused
+            };
+            CheckReport {
+                path: shown,
+                verdict,
+                providers: config.providers.len(),
+                problems,
+                decoded: true,
+            }
+        }
+    }
+}
+
+/// Errors before kubelet's rules could be applied: the file could not be
+/// read, or is no YAML/JSON (or nests deeper than this check reads).
+fn is_unreadable(error: &ConfigError) -> bool {
+    matches!(
+        error,
+        ConfigError::Read { .. } | ConfigError::File(_) | ConfigError::TooDeep { .. } | ConfigError::Syntax { .. }
+    )
+}
+
+fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> Vec<Problem> {
+    let kubelet = |field: Option<String>, message: String| Problem {
+        field,
+        refused_by: Some(RefusedBy::Kubelet),
+        message: clean(&message),
+        plugin_says: None,
+        hint: None,
+    };
+    let mut problems: Vec<Problem> = super::validate_for(config, &options.target)
+        .into_iter()
+        .map(|e| kubelet(Some(e.field), e.message))
+        .collect();
+    let mut bin_dir_ok = true;
+    if let Some(dir) = &options.bin_dir
+        && !dir.is_dir()
+    {
+        bin_dir_ok = false;
+        problems.push(kubelet(
+            None,
+            format!(
+                "plugin binary directory {} is not a directory kubelet can read (--bin-dir): kubelet registers no provider",
+                dir.display()
+            ),
+        ));
+    }
+    for (i, provider) in config.providers.iter().enumerate() {
+        let runs_this_plugin = match &options.bin_dir {
+            Some(dir) if bin_dir_ok => match plugin::find_binary(dir, &provider.name, options.plugin_exe.as_deref()) {
+                Binary::ThisPlugin => true,
+                Binary::Other => false,
+                Binary::Missing(why) => {
+                    problems.push(kubelet(
+                        Some(format!("providers[{i}].name")),
+                        format!("{why}: kubelet registers no provider while one is missing"),
+                    ));
+                    provider.name == plugin::PLUGIN_NAME
+                }
+            },
+            _ => provider.name == plugin::PLUGIN_NAME,
+        };
+        let Some(exe) = options.plugin_exe.as_deref().filter(|_| runs_this_plugin) else {
+            continue;
+        };
+        match plugin::judge(i, provider, exe) {
+            Ok(None) => {}
+            Ok(Some(refusal)) => {
+                let cause = match &refusal.variable {
+                    Some(variable) => format!("the plugin refuses the value of env {variable}"),
+                    None => "the plugin refuses these args".to_owned(),
+                };
+                problems.push(Problem {
+                    message: clean(&format!(
+                        "{cause} at every pull (kubelet logs this line and pulls anonymously): {}",
+                        refusal.says
+                    )),
+                    field: Some(refusal.field),
+                    refused_by: Some(RefusedBy::Plugin),
+                    plugin_says: Some(refusal.says),
+                    hint: refusal.hint.map(|h| clean(&h)),
+                });
+            }
+            Err(why) => problems.push(Problem {
+                field: Some(format!("providers[{i}].args")),
+                refused_by: None,
+                message: clean(&why),
+                plugin_says: None,
+                hint: None,
+            }),
+        }
+    }
+    problems
+}
+
+fn clean(text: &str) -> String {
+    cloud_access::logging::clean_text(text, &[], MAX_ERROR_LINE)
+}
+
+impl CheckReport {
+    /// 0 valid, 2 refused, 1 unreadable.
+    pub fn exit_code(&self) -> std::process::ExitCode {
+        std::process::ExitCode::from(match self.verdict {
+            Verdict::Valid => 0,
+            Verdict::Refused => 2,
+            Verdict::Unreadable => 1,
+        })
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        match format {
+            OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(self).unwrap_or_default()),
+            OutputFormat::Text => self.text(),
+        }
+    }
+
+    /// One line per problem, `PATH: FIELD: MESSAGE[; hint: ...]`; a
+    /// config that could not be decoded gives its error line as it is.
+    fn text(&self) -> String {
+        if self.verdict == Verdict::Valid {
+            let n = self.providers;
+            let noun = if n == 1 { "provider" } else { "providers" };
+            return format!("{}: valid ({n} {noun})\n", self.path);
+        }
+        let mut out = String::new();
+        for problem in &self.problems {
+            match &problem.field {
+                // A decoding error names its file and field already.
+                _ if !self.decoded => out.push_str(&problem.message),
+                Some(field) => out.push_str(&format!("{}: {field}: {}", self.path, problem.message)),
+                None => out.push_str(&format!("{}: {}", self.path, problem.message)),
+            }
+            if let Some(hint) = &problem.hint {
+                out.push_str("; hint: ");
+                out.push_str(hint);
+            }
+            out.push('\n');
+        }
+        out
+    }
+}

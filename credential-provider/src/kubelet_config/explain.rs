@@ -1,0 +1,118 @@
+//! `explain`: which providers kubelet runs for an image, and for each
+//! pattern of each provider why it matches or not.
+
+use serde::Serialize;
+
+use super::CredentialProviderConfig;
+use crate::MAX_ERROR_LINE;
+use crate::cli::OutputFormat;
+use crate::matching;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Explanation {
+    /// The image as given.
+    pub image: String,
+    /// What kubelet matches: the repository without tag or digest.
+    pub repository: String,
+    /// The providers kubelet runs, in config order.
+    pub runs: Vec<String>,
+    pub providers: Vec<ProviderVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderVerdict {
+    pub name: String,
+    /// The file it came from.
+    pub file: String,
+    pub runs: bool,
+    pub patterns: Vec<PatternVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PatternVerdict {
+    pub pattern: String,
+    pub matches: bool,
+    /// The first of kubelet's checks it fails: `url`, `port`,
+    /// `host-labels`, `path` or `host-label`; `null` when it matches.
+    pub check: Option<&'static str>,
+    pub reason: String,
+}
+
+/// Every provider's verdict on `image` (which kubelet can parse).
+pub fn explain(config: &CredentialProviderConfig, image: &str) -> Explanation {
+    let repository = crate::image::repository(image);
+    let providers: Vec<ProviderVerdict> = config
+        .providers
+        .iter()
+        .zip(&config.sources)
+        .map(|(provider, source)| {
+            let patterns: Vec<PatternVerdict> = provider
+                .match_images
+                .iter()
+                .map(|pattern| match matching::compare(pattern, &repository) {
+                    Ok(()) => PatternVerdict {
+                        pattern: pattern.clone(),
+                        matches: true,
+                        check: None,
+                        reason: "matches".into(),
+                    },
+                    Err(mismatch) => PatternVerdict {
+                        pattern: pattern.clone(),
+                        matches: false,
+                        check: Some(mismatch.check()),
+                        reason: mismatch.to_string(),
+                    },
+                })
+                .collect();
+            ProviderVerdict {
+                name: provider.name.clone(),
+                file: source.display().to_string(),
+                runs: patterns.iter().any(|p| p.matches),
+                patterns,
+            }
+        })
+        .collect();
+    Explanation {
+        image: image.to_owned(),
+        runs: providers.iter().filter(|p| p.runs).map(|p| p.name.clone()).collect(),
+        repository,
+        providers,
+    }
+}
+
+impl Explanation {
+    /// 0 when a provider runs, 2 when none does.
+    pub fn exit_code(&self) -> std::process::ExitCode {
+        std::process::ExitCode::from(if self.runs.is_empty() { 2 } else { 0 })
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        match format {
+            OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(self).unwrap_or_default()),
+            OutputFormat::Text => self.text(),
+        }
+    }
+
+    /// A summary line, then per provider a line and one per pattern. Every
+    /// line is escaped: names and patterns are text from the config.
+    fn text(&self) -> String {
+        let mut lines = Vec::new();
+        let runs = if self.runs.is_empty() {
+            "no provider runs for it".to_owned()
+        } else {
+            format!("kubelet runs {}", self.runs.join(", "))
+        };
+        lines.push(format!("{}: kubelet looks up {}; {runs}", self.image, self.repository));
+        for provider in &self.providers {
+            let verdict = if provider.runs { "runs" } else { "does not run" };
+            lines.push(format!("{}: {verdict} ({})", provider.name, provider.file));
+            for pattern in &provider.patterns {
+                lines.push(format!("  {}: {}", pattern.pattern, pattern.reason));
+            }
+        }
+        lines
+            .iter()
+            .map(|line| format!("{}\n", cloud_access::logging::clean_text(line, &[], MAX_ERROR_LINE)))
+            .collect()
+    }
+}
