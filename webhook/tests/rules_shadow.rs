@@ -137,3 +137,43 @@ fn rules_for_other_volumes_and_lookups_for_other_drivers_still_start() {
         assert_eq!(status, Some(0), "{args:?}: {stderr}");
     }
 }
+
+/// Built-in handle parsing runs before the rules, so a rule never shadows it: a rule
+/// for GCE PD or in-tree EBS applies only to the handles the parser cannot place (a
+/// regional PD's zones, an EBS ID without its zone), and needs no start-up check.
+#[tokio::test]
+async fn a_rule_never_overrides_the_zone_a_handle_carries() {
+    let reviewer = common::reviewer(common::rules(
+        "rules:\n  - driver: pd.csi.storage.gke.io\n    zones: [rule-zone]\n  - inTree: awsElasticBlockStore\n    zones: [rule-zone]\n",
+    ));
+    for (spec, zone) in [
+        (
+            csi("pd.csi.storage.gke.io", "projects/p/zones/europe-west1-b/disks/d"),
+            "europe-west1-b",
+        ),
+        (
+            serde_json::json!({"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-0123"}}),
+            "us-east-1a",
+        ),
+    ] {
+        let answer = common::review(&reviewer, &create_review(pv(spec.clone(), None))).await;
+        assert_eq!(answer.audit("source"), Some("builtin"), "{spec}");
+        assert_eq!(
+            common::patched(&answer, "/metadata/labels")["topology.kubernetes.io/zone"],
+            zone,
+            "{spec}"
+        );
+    }
+    // The handles it cannot place are the rule's.
+    for spec in [
+        csi("pd.csi.storage.gke.io", "projects/p/regions/europe-west1/disks/d"),
+        serde_json::json!({"awsElasticBlockStore": {"volumeID": "vol-0123"}}),
+    ] {
+        let answer = common::review(&reviewer, &create_review(pv(spec.clone(), None))).await;
+        assert!(
+            answer.audit("source").is_some_and(|s| s.starts_with("rule ")),
+            "{spec}: {:?}",
+            answer.audit("source")
+        );
+    }
+}
