@@ -38,8 +38,9 @@ pub enum Command {
     /// Serve the webhook over HTTPS on /mutate and /validate, with health and metrics on
     /// a second, plain-HTTP address.
     Serve(Box<ServeArgs>),
-    /// Answer one admission.k8s.io/v1 AdmissionReview read from stdin as /mutate (or,
-    /// with --validate, /validate) would; the answering AdmissionReview goes to stdout.
+    /// Review PersistentVolumes as /mutate (or, with --validate, /validate) would: those
+    /// of --file (YAML or JSON), each as a CREATE, or one AdmissionReview read from stdin.
+    /// Prints the answer, the PV as stored, or what was added (--output).
     Review(Box<ReviewArgs>),
     /// Write a CA and a serving certificate for the webhook's Service (for clusters
     /// without cert-manager) and print the caBundle.
@@ -226,6 +227,22 @@ pub struct SleepArgs {
 /// Arguments of `review`.
 #[derive(Debug, Args)]
 pub struct ReviewArgs {
+    /// PersistentVolumes to review, each as a CREATE: a YAML or JSON file (`-` for stdin)
+    /// of one or several documents, `v1 List`s of them, or AdmissionReviews (told apart by
+    /// `kind`; other objects are not sent to the webhook). Unset: one AdmissionReview
+    /// (JSON) from stdin.
+    #[arg(short = 'f', long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_FILE")]
+    pub file: Option<PathBuf>,
+    /// What to print. Unset: `review` when the input holds AdmissionReviews only, else
+    /// `diff`.
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        env = "PV_TOPOLOGY_WEBHOOK_OUTPUT"
+    )]
+    pub output: Option<ReviewOutput>,
     /// Answer as /validate does (does the PV's topology agree with its disk?) instead
     /// of as /mutate.
     #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VALIDATE")]
@@ -234,6 +251,20 @@ pub struct ReviewArgs {
     pub topology: TopologyArgs,
     #[command(flatten)]
     pub decision: DecisionArgs,
+}
+
+/// `review --output` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReviewOutput {
+    /// The answering AdmissionReview, one JSON line per PV, as the apiserver gets it; exit
+    /// status 0 whether admitted or refused (`allowed` says).
+    Review,
+    /// Each object as it will be stored (the webhook's patch applied), YAML for YAML input,
+    /// else JSON; a refused PV is left out and named on stderr (exit status 2).
+    Pv,
+    /// Per PV the verdict, the labels and nodeAffinity added and the warnings (exit status
+    /// 2 if one is refused).
+    Diff,
 }
 
 /// Arguments of `audit`.

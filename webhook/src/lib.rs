@@ -39,7 +39,7 @@ pub mod topology;
 pub mod validate;
 pub mod vsphere;
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use thiserror::Error;
@@ -47,7 +47,6 @@ use thiserror::Error;
 use crate::certs::CertsError;
 use crate::cli::{Cli, Command, ServeArgs};
 use crate::metrics::Metrics;
-use crate::review::{MAX_REVIEW_BYTES, ReviewError};
 use crate::rules::RulesError;
 use crate::server::{AppState, ServeConfig, ServeError, Server};
 pub use crate::setup::reviewer;
@@ -59,10 +58,8 @@ use crate::tls::TlsFiles;
 pub enum Error {
     #[error("--rules: {0}")]
     Rules(#[from] RulesError),
-    #[error("cannot read stdin: {0}")]
-    Stdin(#[source] std::io::Error),
-    #[error("stdin: {0}")]
-    Review(#[from] ReviewError),
+    #[error(transparent)]
+    Review(#[from] review::command::CommandError),
     #[error("cannot write stdout: {0}")]
     Stdout(#[source] std::io::Error),
     #[error(transparent)]
@@ -206,22 +203,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Review(args) => {
             let reviewer = reviewer(&args.topology, &args.decision, None)?;
-            let mut body = Vec::new();
-            // One byte more than allowed tells "too large" from "exactly the limit".
-            std::io::stdin()
-                .take(MAX_REVIEW_BYTES as u64 + 1)
-                .read_to_end(&mut body)
-                .map_err(Error::Stdin)?;
-            let check = if args.validate {
-                review::Check::Validate
-            } else {
-                review::Check::Mutate
-            };
-            let answer = reviewer.answer(&body, check).await?;
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(&answer.body).map_err(Error::Stdout)?;
-            stdout.flush().map_err(Error::Stdout)?;
-            Ok(ExitCode::SUCCESS)
+            // stderr unlocked: lookups log from other threads while the review waits.
+            let (mut stdin, mut stdout, mut stderr) = (std::io::stdin(), std::io::stdout().lock(), std::io::stderr());
+            Ok(review::command::run(&args, &reviewer, &mut stdin, &mut stdout, &mut stderr).await?)
         }
     }
 }

@@ -32,6 +32,8 @@ use crate::resolve::Resolver;
 use crate::topology::{BETA_REGION_LABEL, BETA_ZONE_LABEL, REGION_LABEL, ZONE_LABEL};
 use crate::validate;
 
+pub mod command;
+
 /// The AdmissionReview version we speak.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
 /// Largest review accepted (also the HTTP body limit). kube-apiserver refuses request
@@ -96,7 +98,16 @@ impl Reviewer {
 
     /// Answers one AdmissionReview with the question `check` asks.
     pub async fn answer(&self, body: &[u8], check: Check) -> Result<Answer, ReviewError> {
-        let request = parse_review(body)?;
+        self.answer_request(parse_review(body)?, check).await
+    }
+
+    /// Answers a request read with [`parse_review`] (the `review` subcommand reads its
+    /// input first, to refuse an unreadable PersistentVolume before answering any).
+    pub async fn answer_request(
+        &self,
+        request: AdmissionRequest<ReviewObject>,
+        check: Check,
+    ) -> Result<Answer, ReviewError> {
         let span = tracing::Span::current();
         span.record("uid", request.uid.as_str());
         span.record("kind", request.kind.kind.as_str());
@@ -137,6 +148,33 @@ impl Reviewer {
             lookup,
         })
     }
+}
+
+/// The AdmissionReview the apiserver sends for a CREATE of `object` (a PersistentVolume,
+/// as JSON), with `uid`: how `review --file` puts a PV through the server's code.
+pub fn create_review(object: &serde_json::Value, uid: &str) -> Result<Vec<u8>, ReviewError> {
+    let name = object.pointer("/metadata/name").and_then(serde_json::Value::as_str);
+    let kind = serde_json::json!({"group": "", "version": "v1", "kind": "PersistentVolume"});
+    let resource = serde_json::json!({"group": "", "version": "v1", "resource": "persistentvolumes"});
+    let review = serde_json::json!({
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": kind,
+            "resource": resource,
+            "requestKind": kind,
+            "requestResource": resource,
+            "name": name.unwrap_or_default(),
+            "operation": "CREATE",
+            "userInfo": {"username": "pv-topology-webhook-review"},
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    });
+    serde_json::to_vec(&review).map_err(ReviewError::Encode)
 }
 
 /// Which question a review answers.
@@ -485,12 +523,56 @@ fn budgeted<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Opti
 }
 
 /// A JSON error in the review's structure rather than its syntax.
-fn structure(error: serde_json::Error) -> ReviewError {
+fn structure(error: serde_json::Error, body: &[u8]) -> ReviewError {
     if error.is_data() {
-        ReviewError::NotAReview(error.to_string())
+        ReviewError::NotAReview(located::<Header>(body, error))
     } else {
         ReviewError::NotJson(error)
     }
+}
+
+/// Why reading a `T` from `body` failed, naming the field path (`request.kind: missing
+/// field`), given the error of the quick read. Only then is the body read again, tracking
+/// the path (an allocation per key), so that a review that reads costs nothing more.
+fn located<'de, T: Deserialize<'de>>(body: &'de [u8], quick: serde_json::Error) -> String {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize::<_, T>(&mut deserializer) {
+        Ok(_) => quick.to_string(),
+        Err(error) => described(error),
+    }
+}
+
+/// `path: message`; serde_json's line and column dropped where the path says where (they
+/// count in a text the user may never have seen: the review `review -f` builds).
+fn described(error: serde_path_to_error::Error<serde_json::Error>) -> String {
+    let path = error.path().to_string();
+    let inner = error.into_inner();
+    let mut message = inner.to_string();
+    if inner.is_data() && inner.line() != 0 {
+        let position = format!(" at line {} column {}", inner.line(), inner.column());
+        if let Some(kept) = message.strip_suffix(&position) {
+            message = kept.to_owned();
+        }
+    }
+    // serde's path stops at the object that lacks the field; the field completes it.
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next())
+        .map(str::to_owned);
+    let path = match (path.as_str(), missing) {
+        (".", None) => return message,
+        (".", Some(field)) => field,
+        (_, Some(field)) => format!("{path}.{field}"),
+        (_, None) => path,
+    };
+    format!("{path}: {message}")
+}
+
+/// Reads the object of `body` once `read` gave `error`, for the reason it is unreadable.
+fn unreadable<'de, T: Deserialize<'de>>(body: &'de [u8], error: serde_json::Error) -> ReviewObject {
+    AFFINITY_BUDGET.set(MAX_AFFINITY_ITEMS);
+    AFFINITY_OVER.set(false);
+    ReviewObject::unreadable(located::<T>(body, error))
 }
 
 /// Reads an `admission.k8s.io/v1` AdmissionReview that carries a request. The body is
@@ -501,7 +583,7 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
     if body.len() > MAX_REVIEW_BYTES {
         return Err(ReviewError::TooLarge);
     }
-    let header: Header = serde_json::from_slice(body).map_err(structure)?;
+    let header: Header = serde_json::from_slice(body).map_err(|error| structure(error, body))?;
     let (api_version, kind) = (header.api_version.unwrap_or_default(), header.kind.unwrap_or_default());
     if kind != "AdmissionReview" || api_version != ADMISSION_API_VERSION {
         return Err(ReviewError::NotAReview(format!(
@@ -511,7 +593,7 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
     // The header pass read the whole text: what fails from here on is the review's
     // structure, even where serde_json calls it syntax (an enum given a number).
     let envelope: Envelope =
-        serde_json::from_slice(body).map_err(|error| ReviewError::NotAReview(error.to_string()))?;
+        serde_json::from_slice(body).map_err(|error| ReviewError::NotAReview(located::<Envelope>(body, error)))?;
     let fields = envelope
         .request
         .ok_or_else(|| ReviewError::NotAReview("it has no `request`".to_owned()))?;
@@ -522,7 +604,7 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
             .request
             .object
             .map(|view| ReviewObject::readable(view.into(), AFFINITY_OVER.get())),
-        Err(error) => Some(ReviewObject::unreadable(error.to_string())),
+        Err(error) => Some(unreadable::<ObjectOnly>(body, error)),
     };
     // An UPDATE's old object, read the same way with a budget of its own: the
     // validation compares what the PV said with what it says.
@@ -534,7 +616,7 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<ReviewObject>, Revie
                 .request
                 .old_object
                 .map(|view| ReviewObject::readable(view.into(), AFFINITY_OVER.get())),
-            Err(error) => Some(ReviewObject::unreadable(error.to_string())),
+            Err(error) => Some(unreadable::<OldObjectOnly>(body, error)),
         }
     } else {
         None
