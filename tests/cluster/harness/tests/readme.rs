@@ -1,4 +1,5 @@
-//! The README's quick start, run as written: every ```sh block after a
+//! The README's quick start, run as written, and the offline first results
+//! of docs/webhook.md and docs/node-ip-helper.md: every ```sh block after a
 //! `<!-- readme-test -->` line runs in bash (`-euo pipefail`) from a scratch
 //! directory laid out as the repository's top directory (its `manifests/`),
 //! with only the programs' paths substituted: `pv-topology-webhook`,
@@ -23,8 +24,17 @@ use cluster_harness::{workspace_binary, workspace_root};
 
 const MARKER: &str = "<!-- readme-test -->";
 
-/// One tested block: its commands, the output the README shows (if any),
-/// and the README line the block starts on (for messages).
+/// The files whose marked blocks run: the README, and the docs pages whose
+/// first results need no cluster.
+const DOCUMENTS: [&str; 4] = [
+    "README.md",
+    "docs/webhook.md",
+    "docs/credential-provider.md",
+    "docs/node-ip-helper.md",
+];
+
+/// One tested block: its commands, the output the document shows (if any),
+/// and the line the block starts on (for messages).
 #[derive(Debug, PartialEq)]
 struct Block {
     line: usize,
@@ -46,7 +56,7 @@ fn fenced(lines: &[&str], at: usize, info: &str) -> Option<(Vec<String>, usize)>
     let close = at + 1 + body.len();
     assert!(
         close < lines.len(),
-        "README line {}: a ```{info} block is never closed",
+        "line {}: a ```{info} block is never closed",
         at + 1
     );
     Some((body, close + 1))
@@ -70,7 +80,7 @@ fn tested_blocks(markdown: &str) -> Vec<Block> {
         }
         let start = skip_blank(&lines, index + 1);
         let Some((body, after)) = fenced(&lines, start, "sh") else {
-            panic!("README line {}: {MARKER} is not followed by a ```sh block", index + 1);
+            panic!("line {}: {MARKER} is not followed by a ```sh block", index + 1);
         };
         let shown_output = fenced(&lines, skip_blank(&lines, after), "text").map(|(text, _)| text);
         blocks.push(Block {
@@ -166,7 +176,7 @@ fn closed_port() -> u16 {
     listener.local_addr().expect("its address").port()
 }
 
-fn run(block: &Block, dir: &Path) -> String {
+fn run(file: &str, block: &Block, dir: &Path) -> String {
     let path = format!(
         "{}:{}",
         dir.join(".bin").display(),
@@ -189,7 +199,7 @@ fn run(block: &Block, dir: &Path) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "README line {}: the block failed ({}):\n{}\nstdout:\n{stdout}\nstderr:\n{}",
+        "{file} line {}: the block failed ({}):\n{}\nstdout:\n{stdout}\nstderr:\n{}",
         block.line,
         out.status,
         block.script,
@@ -200,32 +210,39 @@ fn run(block: &Block, dir: &Path) -> String {
 
 #[test]
 fn the_readme_quick_start_runs_as_written() {
-    let readme = fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
-    let blocks = tested_blocks(&readme);
-    // Each program's first result stays in the tested quick start.
+    let root = workspace_root();
+    let mut readme_scripts = Vec::new();
+    for file in DOCUMENTS {
+        let text = fs::read_to_string(root.join(file)).expect("a document");
+        let blocks = tested_blocks(&text);
+        if file == "README.md" {
+            readme_scripts = blocks.iter().map(|b| b.script.clone()).collect();
+        }
+        for block in &blocks {
+            let dir = scratch();
+            let stdout = run(file, block, dir.path());
+            for expected in block.shown_output.iter().flatten() {
+                let expected = expected.trim_end();
+                if expected.is_empty() {
+                    continue;
+                }
+                assert!(
+                    stdout.lines().any(|line| matches(expected, line.trim_end())),
+                    "{file} line {}: the output shown has {expected:?}, the commands printed:\n{stdout}",
+                    block.line
+                );
+            }
+        }
+    }
+    // Each program's first result stays in the README's tested quick start.
     for program in [
         "pv-topology-webhook review",
         "cloud-credential-provider check-config",
         "node-ip-helper write",
     ] {
         assert!(
-            blocks.iter().any(|b| b.script.contains(program)),
+            readme_scripts.iter().any(|script| script.contains(program)),
             "no {MARKER} block of the README runs `{program}`"
         );
-    }
-    for block in &blocks {
-        let dir = scratch();
-        let stdout = run(block, dir.path());
-        for expected in block.shown_output.iter().flatten() {
-            let expected = expected.trim_end();
-            if expected.is_empty() {
-                continue;
-            }
-            assert!(
-                stdout.lines().any(|line| matches(expected, line.trim_end())),
-                "README line {}: the output shown has {expected:?}, the commands printed:\n{stdout}",
-                block.line
-            );
-        }
     }
 }
