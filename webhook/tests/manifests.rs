@@ -224,13 +224,23 @@ fn the_webhook_configuration_is_scoped_and_bounded() {
 }
 
 #[test]
-fn the_example_rules_load() {
+fn the_base_rules_have_no_active_rule_and_their_commented_examples_load() {
+    use pv_topology_webhook::rules::Rules;
     let objects = base();
     let text = objects["ConfigMap/pv-topology-webhook-rules"]["data"]["rules.yaml"]
         .as_str()
         .unwrap();
-    let rules = pv_topology_webhook::rules::Rules::parse(Path::new("configmap rules.yaml"), text).unwrap();
-    assert!(!rules.rules().is_empty());
+    // Rules answer before the lookups: no example may be active (issue 25).
+    let rules = Rules::parse(Path::new("configmap rules.yaml"), text).unwrap();
+    assert!(rules.rules().is_empty(), "{text}");
+    // Uncommented, the examples are a valid rules file.
+    let examples: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "# rules:")
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .collect();
+    let examples = Rules::parse(Path::new("configmap examples"), &examples.join("\n")).unwrap();
+    assert_eq!(examples.rules().len(), 3, "{text}");
 }
 
 #[test]
