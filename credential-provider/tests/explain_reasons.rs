@@ -59,7 +59,7 @@ fn each_pattern_says_which_check_it_fails() {
             "team-registry",
             "registry.example.com:5000",
             Some("port"),
-            &["5000", "none"],
+            &["port 5000", "no port"],
         ),
         (
             "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app",

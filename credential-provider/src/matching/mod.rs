@@ -90,9 +90,9 @@ impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let port = |port: &str| {
             if port.is_empty() {
-                "none".to_owned()
+                "no port".to_owned()
             } else {
-                port.to_owned()
+                format!("port {port}")
             }
         };
         match self {
@@ -103,7 +103,7 @@ impl std::fmt::Display for Mismatch {
             ),
             Mismatch::Port { pattern, image } => write!(
                 f,
-                "port: the pattern's is {}, the image's {} (ports must be equal)",
+                "port: the pattern has {}, the image {} (ports must be equal)",
                 port(pattern),
                 port(image)
             ),
@@ -319,7 +319,7 @@ mod tests {
         );
         assert_eq!(
             compare("reg.io", "reg.io:5000").unwrap_err().to_string(),
-            "port: the pattern's is none, the image's 5000 (ports must be equal)"
+            "port: the pattern has no port, the image port 5000 (ports must be equal)"
         );
     }
 
