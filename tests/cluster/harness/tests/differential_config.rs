@@ -54,9 +54,10 @@ fn check_config_agrees_with_kubelet() {
         let kubelet_ok = verdict["accepted"].as_bool().unwrap();
         let kubelet_err = verdict["error"].as_str().unwrap_or("");
         let out = Command::new(&ours).arg("check-config").arg(path).output().unwrap();
+        // 2: refused; 1: not read or not parsed (kubelet refuses those too).
         let our_ok = match out.status.code() {
             Some(0) => true,
-            Some(1) => false,
+            Some(1 | 2) => false,
             other => panic!(
                 "check-config {} exited {other:?}: {}",
                 path.display(),
@@ -141,6 +142,54 @@ fn check_config_agrees_with_kubelet() {
     }
 }
 
+/// Entries that run our plugin with args or env it refuses (a typo'd flag,
+/// upstream's `get-credentials`, klog's `--v`, a bad duration in `env`):
+/// kubelet never parses them, so it accepts each config, and our
+/// check-config must agree on kubelet's part (no problem of kubelet's) and
+/// refuse it for the plugin (exit 2, every problem the plugin's). Configs
+/// our plugin takes pass both. About a second: one kubelet check per file.
+#[test]
+fn check_config_refuses_what_our_plugin_refuses_and_kubelet_accepts() {
+    let dir = workspace_root().join("tests/data/credential-provider/plugin-args");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    paths.sort();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = run_ok(
+        Command::new(cluster_bin("kubelet-credcheck"))
+            .arg("validate")
+            .arg("--bin-dir")
+            .arg(tmp.path())
+            .args(&paths),
+    )
+    .unwrap();
+    let verdicts = json_lines(&out).unwrap();
+    assert_eq!(verdicts.len(), paths.len());
+    let mut refused = 0;
+    for (path, verdict) in paths.iter().zip(&verdicts) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(verdict["accepted"], true, "{name}: kubelet refuses it: {verdict}");
+        let out = Command::new(provider_binary())
+            .args(["check-config", "-o", "json"])
+            .arg(path)
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let problems = report["problems"].as_array().unwrap();
+        assert!(
+            problems.iter().all(|p| p["refused_by"] == "plugin"),
+            "{name}: kubelet accepts it, ours names a problem of kubelet's: {report}"
+        );
+        let plugin_refuses = ["ecr-typo", "upstream-ecr", "upstream-gcp", "env-timeout", "no-args"]
+            .iter()
+            .any(|case| name.starts_with(case));
+        let want = if plugin_refuses { 2 } else { 0 };
+        assert_eq!(out.status.code(), Some(want), "{name}: {report}");
+        refused += usize::from(plugin_refuses);
+    }
+    assert_eq!(refused, 5, "the refused fixtures: {paths:?}");
+}
+
 /// Random configs from `kubelet-credcheck config-corpus`: every field drawn
 /// from valid and invalid values (CLUSTER_CONFIG_SEED, CLUSTER_CONFIG_COUNT).
 #[test]
@@ -184,7 +233,7 @@ fn check_config_agrees_with_kubelet_on_random_configs() {
             .unwrap();
         let our_ok = match out.status.code() {
             Some(0) => true,
-            Some(1) => false,
+            Some(1 | 2) => false,
             other => panic!("check-config {} exited {other:?}", path.display()),
         };
         if !kubelet_ok && !our_ok {

@@ -56,11 +56,32 @@ fn check_config(path: &std::path::Path) -> (bool, String) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // 2: kubelet (or our plugin) refuses it; 1: it could not be read.
     match out.status.code() {
         Some(0) => (true, text),
-        Some(1) => (false, text),
+        Some(1 | 2) => (false, text),
         other => panic!("check-config exited {other:?}: {text}"),
     }
+}
+
+/// `explain -o json --config PATH -- IMAGE`: exit 0 when a provider runs, 2
+/// when none does, 1 when it refuses the image.
+fn explain(config: &std::path::Path, image: &str) -> std::process::Output {
+    Command::new(provider_binary())
+        .args(["explain", "-o", "json", "--config"])
+        .arg(config)
+        .arg("--")
+        .arg(image)
+        .output()
+        .expect("run explain")
+}
+
+/// The providers `explain -o json` says kubelet runs (none when it failed).
+fn explained_runs(out: &std::process::Output) -> Vec<String> {
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|report| serde_json::from_value(report["runs"].clone()).ok())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -147,18 +168,11 @@ fn matcher_agrees_with_kubelet() {
             // kubelet cannot parse this reference: it never pulls it, so no
             // provider runs. Ours must name none, or refuse the image.
             unparsable += 1;
-            let out = Command::new(provider_binary())
-                .arg("explain")
-                .arg("--config")
-                .arg(&config_path)
-                .arg("--")
-                .arg(raw)
-                .output()
-                .expect("run explain");
+            let out = explain(&config_path, raw);
             let stdout = String::from_utf8_lossy(&out.stdout);
-            let named: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+            let named = explained_runs(&out);
             match out.status.code() {
-                Some(0) if named.is_empty() => {}
+                Some(2) if named.is_empty() => {}
                 Some(0) => {
                     unparsable_found
                         .entry(cluster_harness::go_error_class(
@@ -189,18 +203,16 @@ fn matcher_agrees_with_kubelet() {
             .map(|m| m.as_u64().unwrap() as usize)
             .filter(|i| usable_ids.contains(i))
             .collect();
-        let out = run_ok(
-            Command::new(provider_binary())
-                .arg("explain")
-                .arg("--config")
-                .arg(&config_path)
-                .arg("--")
-                .arg(raw),
-        )
-        .unwrap_or_else(|e| panic!("explain failed on {raw:?}, which kubelet parses (as {repo:?}): {e}"));
-        let ours: BTreeSet<usize> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix('p').and_then(|n| n.parse().ok()))
+        let out = explain(&config_path, raw);
+        if !matches!(out.status.code(), Some(0 | 2)) {
+            panic!(
+                "explain failed on {raw:?}, which kubelet parses (as {repo:?}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let ours: BTreeSet<usize> = explained_runs(&out)
+            .iter()
+            .filter_map(|name| name.strip_prefix('p').and_then(|n| n.parse().ok()))
             .collect();
         pairs += usable.len();
         matching += kubelet.len();
