@@ -8,7 +8,7 @@ DATA=tests/data/credential-provider
 
 section() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-section "pv-topology-webhook: PVs reviewed over HTTPS by a local server"
+section "pv-topology-webhook: PVs reviewed offline (review -f), then over HTTPS by a local server"
 BIN="$BIN/pv-topology-webhook" bash scripts/demo-webhook.sh
 
 section "cloud-credential-provider: kubelet asks for registry.example.com/team-b/app (static backend)"
@@ -22,14 +22,14 @@ section "cloud-credential-provider: a broken request fails with one line on stde
 echo '{"apiVersion":"credentialprovider.kubelet.k8s.io/v9","kind":"CredentialProviderRequest","image":"x"}' \
   | "$BIN/cloud-credential-provider" static --docker-config "$DATA/docker-config.json" || echo "exit status: $?"
 
-section "cloud-credential-provider explain: which providers kubelet runs for each image"
+section "cloud-credential-provider explain: which providers kubelet runs for an image, and why (exit 2: none)"
+"$BIN/cloud-credential-provider" explain --config "$DATA/configs/multi.yaml" registry.example.com:5000/app
 for image in registry.example.com/team/app:v1 123456789012.dkr.ecr.eu-west-1.amazonaws.com/app quay.io/org/app; do
-  names=$("$BIN/cloud-credential-provider" explain --config "$DATA/configs/multi.yaml" "$image" | paste -sd, -)
-  printf '%-52s -> %s\n' "$image" "${names:-(none: kubelet pulls anonymously)}"
+  "$BIN/cloud-credential-provider" explain --config "$DATA/configs/multi.yaml" "$image" | head -1 || true
 done
 
-section "cloud-credential-provider check-config: the shipped kubelet configs, then a broken one"
-for config in manifests/credential-provider/*.yaml "$DATA/configs/bad-rules.yaml"; do
+section "cloud-credential-provider check-config: the shipped kubelet configs, a broken one, a typo'd flag (exit 2)"
+for config in manifests/credential-provider/*.yaml "$DATA/configs/bad-rules.yaml" "$DATA/plugin-args/ecr-typo.yaml"; do
   "$BIN/cloud-credential-provider" check-config "$config" || true
 done
 
