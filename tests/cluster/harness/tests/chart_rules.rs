@@ -167,7 +167,11 @@ fn review(binary: &Path, args: &[String], env: &[(String, String)], pv: &Value) 
     let _ = std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &create_review(pv));
     let out = child.wait_with_output().expect("review's output");
     if !out.status.success() {
-        return Err(format!("{:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let answer: Value = serde_json::from_slice(&out.stdout).expect("an AdmissionReview");
     Ok(answer["response"].clone())
@@ -178,12 +182,9 @@ fn labels(response: &Value) -> Value {
     let Some(patch) = response["patch"].as_str() else {
         return Value::Null;
     };
-    let patch: Value = serde_json::from_slice(
-        &base64::engine::general_purpose::STANDARD
-            .decode(patch)
-            .expect("base64"),
-    )
-    .expect("a JSON Patch");
+    let patch: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch).expect("base64"))
+            .expect("a JSON Patch");
     let mut labels = serde_json::Map::new();
     for op in patch.as_array().expect("a list") {
         let path = op["path"].as_str().expect("a path");
@@ -217,8 +218,7 @@ fn no_pv_gets_its_topology_from_a_rule_the_chart_ships() {
         "review --help: {accepted:?}"
     );
     let fixture: Value = serde_json::from_str(
-        &std::fs::read_to_string(workspace_root().join("tests/data/webhook/one-pv-per-driver.json"))
-            .expect("the PVs"),
+        &std::fs::read_to_string(workspace_root().join("tests/data/webhook/one-pv-per-driver.json")).expect("the PVs"),
     )
     .expect("JSON");
     let volumes = fixture["volumes"].as_array().expect("volumes");
@@ -322,7 +322,9 @@ fn no_pv_gets_its_topology_from_a_rule_the_chart_ships() {
                 response["allowed"]
             );
             if source.starts_with("rule") {
-                problems.push(format!("{case}: topology from a rule the chart ships: {source}, {labels}"));
+                problems.push(format!(
+                    "{case}: topology from a rule the chart ships: {source}, {labels}"
+                ));
                 continue;
             }
             match lookup {
