@@ -77,7 +77,7 @@ pub struct WriteCommand {
 pub struct DetectArgs {
     /// Where the addresses come from: the host's interfaces and routes, a
     /// cloud's metadata service, or `auto` (every metadata service at once,
-    /// falling back to local).
+    /// falling back to local; what the shipped unit sets).
     #[arg(long, env = "NODE_IP_HELPER_SOURCE", value_enum, default_value_t = Source::Local)]
     pub source: Source,
     #[command(flatten)]

@@ -49,7 +49,7 @@ pub enum Error {
     #[error(transparent)]
     Metadata(#[from] MetadataError),
     #[error(
-        "--source auto: no metadata service answered, and {0}: the host's own addresses are not taken in a failing cloud's place; retry (the unit's Restart=on-failure does), or give --source local if this host has no cloud"
+        "--source auto: no metadata service answered, and {0}: the host's own addresses are not taken in a failing cloud's place; retry (the unit's Restart=on-failure does), or, if this host has no cloud, give --source local (for the unit: NODE_IP_HELPER_SOURCE=local in /etc/default/node-ip-helper)"
     )]
     AutoFailing(MetadataError),
     #[error(transparent)]
@@ -170,7 +170,11 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
         (None, Some(name)) => {
             let node = observe::read_node(name, command.kubeconfig.as_deref()).await?;
             let facts = live::facts(&node);
-            let diagnosis = live::diagnose(&facts, cloud.as_deref());
+            let asked = live::Asked {
+                node: name,
+                kubeconfig: command.kubeconfig.as_deref(),
+            };
+            let diagnosis = live::diagnose(&facts, cloud.as_deref(), &asked);
             print(&output::node(&facts, &diagnosis, command.output))?;
             Ok(if diagnosis.is_stuck() {
                 verdict_no()

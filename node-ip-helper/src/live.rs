@@ -3,10 +3,13 @@
 //! is the only network call; the diagnosis is a pure function of it and
 //! the cloud's addresses.
 
+use std::path::Path;
+
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
 use crate::ccm::{self, NodeAddress, NodeIpError};
+use crate::output::shell_word;
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
@@ -63,8 +66,31 @@ impl Diagnosis {
     }
 }
 
-/// The diagnosis of a node, given the cloud's addresses when known.
-pub fn diagnose(facts: &NodeFacts, cloud: Option<&[NodeAddress]>) -> Diagnosis {
+/// How `check --node` was run: what a fix that repeats it repeats.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    /// The Node's name as given (not as the API server answered it).
+    pub node: &'a str,
+    /// `--kubeconfig`, when given (else the same defaults apply again).
+    pub kubeconfig: Option<&'a Path>,
+}
+
+impl Asked<'_> {
+    /// The same check with the cloud's addresses from the metadata service,
+    /// as a shell command.
+    fn with_source_auto(&self) -> String {
+        let mut command = format!("node-ip-helper check --node {}", shell_word(self.node));
+        if let Some(path) = self.kubeconfig {
+            command.push_str(&format!(" --kubeconfig {}", shell_word(&path.to_string_lossy())));
+        }
+        command + " --source auto"
+    }
+}
+
+/// The diagnosis of a node, given the cloud's addresses when known. Every
+/// command a fix names runs as written on the node (tests/as_shipped.rs
+/// runs each).
+pub fn diagnose(facts: &NodeFacts, cloud: Option<&[NodeAddress]>, asked: &Asked) -> Diagnosis {
     let annotation = facts.provided_node_ip.as_deref();
     if !facts.uninitialized {
         // The CCM's periodic address update applies the same filter and
@@ -80,27 +106,34 @@ pub fn diagnose(facts: &NodeFacts, cloud: Option<&[NodeAddress]>) -> Diagnosis {
             warning,
         };
     }
-    let Some(value) = annotation else {
-        return match cloud {
-            Some([]) => Diagnosis::Stuck {
-                reason: "the cloud reports no addresses for this instance".into(),
-                fix: "check that the instance is the node's (spec.providerID) and that the cloud controller manager can see it".into(),
-            },
-            _ => stuck_elsewhere(facts, "kubelet announced no node IP (no provided-node-ip annotation), which the CCM accepts as is"),
+    if cloud.is_some_and(<[NodeAddress]>::is_empty) {
+        return Diagnosis::Stuck {
+            reason: "the cloud reports no addresses for this instance".into(),
+            fix: "check that the instance is the node's (spec.providerID) and that the cloud controller manager can see it".into(),
         };
+    }
+    let Some(value) = annotation else {
+        return stuck_elsewhere(
+            facts,
+            "kubelet announced no node IP (no provided-node-ip annotation), which the CCM accepts as is",
+        );
+    };
+    let invalid = |e: NodeIpError| Diagnosis::Stuck {
+        reason: format!("annotation {PROVIDED_NODE_IP}={value:?} is invalid: {e}"),
+        fix: "start kubelet with a single IP or a dual-stack pair in --node-ip".into(),
     };
     if let Err(e) = ccm::parse_node_ip_annotation(value) {
-        return Diagnosis::Stuck {
-            reason: format!("annotation {PROVIDED_NODE_IP}={value:?} is invalid: {e}"),
-            fix: "start kubelet with a single IP or a dual-stack pair in --node-ip".into(),
-        };
+        return invalid(e);
     }
     let Some(cloud) = cloud else {
         return Diagnosis::Stuck {
             reason: format!(
                 "the node is still tainted {UNINITIALIZED_TAINT}; kubelet announced {PROVIDED_NODE_IP}={value}, and without the cloud's addresses it cannot be told whether the cloud controller manager accepts it"
             ),
-            fix: "run this on the node with --source auto (or the cloud's name), or pass --cloud-addresses FILE".into(),
+            fix: format!(
+                "run `{}` on the node (or give --cloud-addresses FILE)",
+                asked.with_source_auto()
+            ),
         };
     };
     match ccm::addresses_from_node_ip(value, cloud) {
@@ -115,15 +148,13 @@ pub fn diagnose(facts: &NodeFacts, cloud: Option<&[NodeAddress]>) -> Diagnosis {
                     "kubelet announced {PROVIDED_NODE_IP}={value}, but {ip} is not among the cloud's addresses, so the cloud controller manager refuses to initialize the node"
                 ),
                 fix: format!(
-                    "restart kubelet with --node-ip set to one of the cloud's addresses ({}); `node-ip-helper write --source auto` does that",
+                    "restart kubelet with --node-ip set to one of the cloud's addresses ({}): with the shipped units, `systemctl restart node-ip-helper kubelet` (their source is auto unless /etc/default/node-ip-helper sets NODE_IP_HELPER_SOURCE); `node-ip-helper detect --source auto --output flags` prints the flag",
                     internal.join(", ")
                 ),
             }
         }
-        Err(e) => Diagnosis::Stuck {
-            reason: format!("the cloud controller manager cannot use {PROVIDED_NODE_IP}={value}: {e}"),
-            fix: "fix kubelet's --node-ip".into(),
-        },
+        // Parsed above: no other error is left.
+        Err(e) => invalid(e),
         Ok(_) => stuck_elsewhere(
             facts,
             &format!("{PROVIDED_NODE_IP}={value} is among the cloud's addresses, so the node IP is not the problem"),
@@ -163,6 +194,11 @@ mod tests {
         node(json)
     }
 
+    const ASKED: Asked = Asked {
+        node: "node-a",
+        kubeconfig: None,
+    };
+
     fn cloud() -> Vec<NodeAddress> {
         vec![
             NodeAddress::new("InternalIP", "10.0.1.25"),
@@ -181,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_node_ip_outside_the_clouds_list_is_the_reason() {
-        let diagnosis = diagnose(&facts(&registered(Some("192.168.56.10"))), Some(&cloud()));
+        let diagnosis = diagnose(&facts(&registered(Some("192.168.56.10"))), Some(&cloud()), &ASKED);
         match diagnosis {
             Diagnosis::Stuck { reason, fix } => {
                 assert!(
@@ -196,7 +232,7 @@ mod tests {
 
     #[test]
     fn a_matching_ip_points_elsewhere() {
-        let diagnosis = diagnose(&facts(&registered(Some("10.0.1.25"))), Some(&cloud()));
+        let diagnosis = diagnose(&facts(&registered(Some("10.0.1.25"))), Some(&cloud()), &ASKED);
         match diagnosis {
             Diagnosis::Stuck { reason, fix } => {
                 assert!(reason.contains("the node IP is not the problem") && reason.contains("providerID is empty"));
@@ -208,22 +244,43 @@ mod tests {
 
     #[test]
     fn unknown_cloud_and_bad_annotations() {
+        let asked = Asked {
+            node: "node-a",
+            kubeconfig: Some(Path::new("/root/kube config")),
+        };
         assert!(
-            matches!(diagnose(&facts(&registered(Some("10.0.1.25"))), None), Diagnosis::Stuck { fix, .. } if fix.contains("--source auto"))
+            matches!(diagnose(&facts(&registered(Some("10.0.1.25"))), None, &asked), Diagnosis::Stuck { fix, .. }
+                if fix == "run `node-ip-helper check --node node-a --kubeconfig '/root/kube config' --source auto` on the node (or give --cloud-addresses FILE)")
         );
         assert!(
-            matches!(diagnose(&facts(&registered(Some("10.0.1.25, fd00::1"))), None), Diagnosis::Stuck { reason, .. } if reason.contains("is invalid"))
+            matches!(diagnose(&facts(&registered(Some("10.0.1.25, fd00::1"))), None, &ASKED), Diagnosis::Stuck { reason, .. } if reason.contains("is invalid"))
         );
+    }
+
+    #[test]
+    fn a_cloud_without_addresses_is_the_reason_whatever_kubelet_announced() {
+        for annotation in [None, Some("10.0.1.25"), Some("10.0.1.25, fd00::1")] {
+            match diagnose(&facts(&registered(annotation)), Some(&[]), &ASKED) {
+                Diagnosis::Stuck { reason, fix } => {
+                    assert_eq!(
+                        reason, "the cloud reports no addresses for this instance",
+                        "{annotation:?}"
+                    );
+                    assert!(fix.contains("spec.providerID"), "{fix}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]
     fn initialized_nodes_and_stale_address_warnings() {
         let mut initialized = registered(Some("192.168.56.10"));
         initialized.spec.as_mut().unwrap().taints = None;
-        match diagnose(&facts(&initialized), Some(&cloud())) {
+        match diagnose(&facts(&initialized), Some(&cloud()), &ASKED) {
             Diagnosis::Initialized { warning: Some(w), .. } => assert!(w.contains("go stale"), "{w}"),
             other => panic!("{other:?}"),
         }
-        assert!(!diagnose(&facts(&initialized), None).is_stuck());
+        assert!(!diagnose(&facts(&initialized), None, &ASKED).is_stuck());
     }
 }

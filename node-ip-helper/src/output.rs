@@ -179,6 +179,16 @@ fn describe_verdict(node_ip: &str, verdict: &Verdict) -> String {
     }
 }
 
+/// `value` as one word of a POSIX shell command: as it is when no shell
+/// treats any of its characters specially, single-quoted otherwise.
+pub fn shell_word(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain { value.to_owned() } else { quote(value) }
+}
+
 /// Single-quoted for POSIX shells and systemd alike; a `'` cannot occur in
 /// an IP or a valid node name, but is escaped all the same.
 fn quote(value: &str) -> String {
@@ -220,6 +230,14 @@ mod tests {
         assert!(env.contains("NODE_IP_HELPER_NODE_IPS='10.0.0.5,fd00::5'\n"), "{env}");
         assert!(env.contains("NODE_IP_HELPER_KUBELET_ARGS='--node-ip=10.0.0.5,fd00::5 --hostname-override=node-a'\n"));
         assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(
+            shell_word("/etc/kubernetes/kubelet.conf"),
+            "/etc/kubernetes/kubelet.conf"
+        );
+        assert_eq!(shell_word("/tmp/kube config"), "'/tmp/kube config'");
+        assert_eq!(shell_word("$(reboot)"), "'$(reboot)'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
     }
 
     #[test]

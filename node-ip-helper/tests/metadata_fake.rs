@@ -143,7 +143,9 @@ fn a_failing_azure_metadata_service_is_an_error_naming_it() {
     assert!(
         out.stderr.contains("--source auto: no metadata service answered, and ")
             && out.stderr.contains("metadata service answered HTTP 500")
-            && out.stderr.contains("give --source local"),
+            && out.stderr.contains(
+                "give --source local (for the unit: NODE_IP_HELPER_SOURCE=local in /etc/default/node-ip-helper)"
+            ),
         "{}",
         out.stderr
     );

@@ -387,8 +387,9 @@ fn list_variables_in_the_environment_split_at_commas() {
 
 /// The examples of manifests/node-ip-helper/default.env, uncommented, are
 /// variables the binary reads (each named in `write --help`) and do what
-/// their comments say: both families, only 10.0.0.0/8 and fd00::/8, eth9
-/// left out, the kernel's host name as the node name.
+/// their comments say: the host's own addresses, both families, only
+/// 10.0.0.0/8 and fd00::/8, eth9 left out, the kernel's host name as the
+/// node name.
 #[test]
 fn the_default_env_examples_are_read_and_applied() {
     let text = std::fs::read_to_string(common::workspace_root().join("manifests/node-ip-helper/default.env"))
@@ -403,6 +404,7 @@ fn the_default_env_examples_are_read_and_applied() {
     assert_eq!(
         names,
         [
+            "NODE_IP_HELPER_SOURCE",
             "NODE_IP_HELPER_IP_FAMILY",
             "NODE_IP_HELPER_ALLOW_CIDR",
             "NODE_IP_HELPER_EXCLUDE_INTERFACE",
