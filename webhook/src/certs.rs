@@ -1,6 +1,6 @@
 //! `certs`: a CA and a serving certificate for the webhook's Service, for clusters
 //! without cert-manager. The CA key is not kept: renewing means running `certs` again
-//! and pasting the new caBundle.
+//! and setting the new caBundle on both webhook configurations.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -23,6 +23,9 @@ pub const CA_FILE: &str = "ca.crt";
 pub const CERT_FILE: &str = "tls.crt";
 /// Serving key file name (PKCS#8 PEM, mode 0600).
 pub const KEY_FILE: &str = "tls.key";
+/// The kustomize component that sets the caBundle of both webhook configurations
+/// (and drops cert-manager's objects), from a checkout's root.
+pub const NO_CERT_MANAGER_COMPONENT: &str = "manifests/webhook/components/no-cert-manager";
 
 /// Why `certs` failed.
 #[derive(Debug, Error)]
@@ -172,10 +175,50 @@ pub fn summary(args: &CertsArgs, written: &Written) -> String {
     format!(
         "wrote {dir}/{CA_FILE}, {dir}/{CERT_FILE} and {dir}/{KEY_FILE} for {names}\n\
          create the Secret with: kubectl -n {ns} create secret tls {svc}-tls --cert={dir}/{CERT_FILE} --key={dir}/{KEY_FILE}\n\
-         the caBundle for the MutatingWebhookConfiguration follows on stdout\n",
+         the caBundle follows on stdout: set it on both the MutatingWebhookConfiguration and the \
+         ValidatingWebhookConfiguration (kustomize: the component {NO_CERT_MANAGER_COMPONENT}; Helm: \
+         --set certificates.caBundle=...), as docs/webhook.md \"Install without cert-manager\" shows\n",
         dir = args.out_dir.display(),
         names = written.dns_names.join(", "),
         ns = args.namespace,
         svc = args.service,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_both_configurations_and_the_component_that_sets_them() {
+        let args = CertsArgs {
+            service: "pv-topology-webhook".to_owned(),
+            namespace: "pv-topology-webhook".to_owned(),
+            out_dir: PathBuf::from("webhook-certs"),
+            validity: Duration::from_secs(3600),
+            extra_san: Vec::new(),
+        };
+        let written = Written {
+            ca_pem: String::new(),
+            dns_names: service_names(&args.service, &args.namespace),
+        };
+        let text = summary(&args, &written);
+        assert!(
+            text.contains("MutatingWebhookConfiguration") && text.contains("ValidatingWebhookConfiguration"),
+            "{text}"
+        );
+        assert!(text.contains(NO_CERT_MANAGER_COMPONENT), "{text}");
+        assert!(
+            text.contains(
+                "kubectl -n pv-topology-webhook create secret tls pv-topology-webhook-tls \
+                 --cert=webhook-certs/tls.crt --key=webhook-certs/tls.key"
+            ),
+            "{text}"
+        );
+        let component = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(NO_CERT_MANAGER_COMPONENT)
+            .join("kustomization.yaml");
+        assert!(component.is_file(), "{}", component.display());
+    }
 }

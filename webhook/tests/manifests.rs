@@ -443,3 +443,195 @@ fn kustomize_renders_what_these_tests_check() {
         .collect();
     assert!(kinds.iter().any(|k| k == "ClusterRole"), "audit: {kinds:?}");
 }
+
+/// The first ```sh block after the heading `heading` of docs/webhook.md.
+fn docs_shell_block(heading: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/webhook.md");
+    let docs = std::fs::read_to_string(&path).expect("docs/webhook.md");
+    let section = docs
+        .split_once(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("{}: no heading {heading:?}", path.display()))
+        .1;
+    let section = section.split("\n## ").next().expect("a section");
+    let block = section
+        .split_once("```sh\n")
+        .unwrap_or_else(|| panic!("{heading}: no ```sh block"))
+        .1;
+    block.split_once("\n```").expect("the block's end").0.to_owned()
+}
+
+/// The shell commands of `block`: a line with its `\` continuations, or with the body of
+/// its here-document.
+fn shell_commands(block: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut lines = block.lines();
+    while let Some(line) = lines.next() {
+        let mut command = line.to_owned();
+        while command.ends_with('\\') {
+            command.push('\n');
+            command.push_str(lines.next().expect("a continued line"));
+        }
+        if let Some((_, rest)) = command.split_once("<<") {
+            let terminator = rest.split_whitespace().next().expect("a here-document word");
+            let terminator = terminator.trim_matches(['\'', '"']).to_owned();
+            for body in lines.by_ref() {
+                command.push('\n');
+                command.push_str(body);
+                if body == terminator {
+                    break;
+                }
+            }
+        }
+        if !command.trim().is_empty() {
+            commands.push(command);
+        }
+    }
+    commands
+}
+
+/// "Install without cert-manager" as docs/webhook.md prints it (issue 25, item 3): its
+/// commands run in a directory beside `manifests/` (a checkout's root), all but the
+/// `kubectl` ones, which need a cluster (the cluster tier's validation.rs applies the
+/// component's render to a real apiserver); `kubectl apply -k DIR` is then the render
+/// of DIR with real kustomize. Both configurations get the caBundle `certs` printed, no
+/// cert-manager object or annotation is left, nothing else differs from the base, and
+/// the Deployment mounts the Secret the documented `kubectl create secret` makes.
+#[test]
+fn the_no_cert_manager_install_sets_the_ca_bundle_of_both_configurations() {
+    let block = docs_shell_block("## Install without cert-manager");
+    let (kubectl, shell): (Vec<String>, Vec<String>) = shell_commands(&block)
+        .into_iter()
+        .partition(|c| c.starts_with("kubectl "));
+    let kubectl: Vec<String> = kubectl
+        .iter()
+        .map(|c| c.replace("\\\n", " ").split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        kubectl,
+        [
+            "kubectl create namespace pv-topology-webhook",
+            "kubectl -n pv-topology-webhook create secret tls pv-topology-webhook-tls \
+             --cert=webhook-certs/tls.crt --key=webhook-certs/tls.key",
+            "kubectl apply -k webhook-install",
+        ],
+        "the documented kubectl commands"
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::os::unix::fs::symlink(manifests_dir().join(".."), dir.path().join("manifests")).expect("a symlink");
+    let bin = Path::new(env!("CARGO_BIN_EXE_pv-topology-webhook"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().expect("the binary's directory").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = format!("set -eu\n{}\n", shell.join("\n"));
+    let run = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .output()
+        .expect("bash runs");
+    assert!(
+        run.status.success(),
+        "{script}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for file in ["webhook-certs/tls.crt", "webhook-certs/tls.key"] {
+        assert!(dir.path().join(file).is_file(), "{file}: the Secret's file");
+    }
+    let ca_pem = std::fs::read(dir.path().join("webhook-certs/ca.crt")).expect("ca.crt");
+    let bundle = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&ca_pem)
+    };
+    let printed = std::fs::read_to_string(dir.path().join("ca-bundle.txt")).expect("ca-bundle.txt");
+    assert_eq!(printed.trim(), bundle, "ca-bundle.txt is what certs printed");
+
+    let parse = |text: &str| -> BTreeMap<String, Value> {
+        serde_yaml_ng::Deserializer::from_str(text)
+            .map(|doc| {
+                let object = Value::deserialize(doc).expect("rendered YAML");
+                let key = format!(
+                    "{}/{}",
+                    object["kind"].as_str().expect("kind"),
+                    object["metadata"]["name"].as_str().expect("name")
+                );
+                (key, object)
+            })
+            .collect()
+    };
+    let install = dir.path().join("webhook-install");
+    let rendered = parse(&render(&install));
+    let mut expected = parse(&render(&manifests_dir()));
+    expected.retain(|_, object| {
+        let api_version = object["apiVersion"].as_str().expect("apiVersion");
+        !api_version.starts_with("cert-manager.io/")
+    });
+    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
+        let key = format!("{kind}/pv-topology-webhook");
+        let config = expected.get_mut(&key).expect("the base's configuration");
+        let annotations = config["metadata"]["annotations"].as_object_mut().expect("annotations");
+        assert!(annotations.remove("cert-manager.io/inject-ca-from").is_some(), "{key}");
+        if annotations.is_empty() {
+            config["metadata"]
+                .as_object_mut()
+                .expect("metadata")
+                .remove("annotations");
+        }
+        for webhook in config["webhooks"].as_array_mut().expect("webhooks") {
+            webhook["clientConfig"]["caBundle"] = Value::from(bundle.clone());
+        }
+        assert!(
+            rendered[&key]["webhooks"]
+                .as_array()
+                .expect("webhooks")
+                .iter()
+                .all(|w| w["clientConfig"]["caBundle"] == bundle),
+            "{key}: every webhook has the caBundle"
+        );
+    }
+    assert_eq!(
+        rendered.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "the base without cert-manager's objects (and no ConfigMap of the caBundle)"
+    );
+    for (key, object) in &rendered {
+        assert_eq!(object, &expected[key], "{key}: only the caBundle and annotation differ");
+    }
+    let volumes = &rendered["Deployment/pv-topology-webhook"]["spec"]["template"]["spec"]["volumes"];
+    assert!(
+        volumes
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "pv-topology-webhook-tls"),
+        "the Deployment mounts the Secret `kubectl create secret tls` made: {volumes}"
+    );
+
+    // The same over an overlay, as the kustomization's comment offers.
+    let kustomization = install.join("kustomization.yaml");
+    let text = std::fs::read_to_string(&kustomization).expect("the kustomization");
+    assert!(text.contains("  - ../manifests/webhook\n"), "{text}");
+    std::fs::write(
+        &kustomization,
+        text.replace(
+            "  - ../manifests/webhook\n",
+            "  - ../manifests/webhook/overlays/single-replica\n",
+        ),
+    )
+    .expect("rewrite the kustomization");
+    let rendered = parse(&render(&install));
+    let config = &rendered["ValidatingWebhookConfiguration/pv-topology-webhook"];
+    assert_eq!(config["webhooks"][0]["clientConfig"]["caBundle"], bundle);
+    assert_eq!(
+        rendered["MutatingWebhookConfiguration/pv-topology-webhook"]["webhooks"][0]["failurePolicy"],
+        "Ignore"
+    );
+    assert!(rendered.values().all(|o| {
+        !o["apiVersion"]
+            .as_str()
+            .expect("apiVersion")
+            .starts_with("cert-manager.io/")
+    }));
+}

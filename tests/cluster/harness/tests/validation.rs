@@ -4,9 +4,12 @@
 //! `clientConfig` and `failurePolicy` replaced). GCE PD handles carry their zone, so no
 //! cloud is asked: a PV whose nodeAffinity lies about its zone is refused with our
 //! message, a label UPDATE that contradicts the disk is refused, and updates that leave
-//! the topology alone pass.
+//! the topology alone pass. Then, on the same cluster, the install without cert-manager
+//! (validation/no_cert_manager.rs).
 
 mod common;
+#[path = "validation/no_cert_manager.rs"]
+mod no_cert_manager;
 
 use std::time::{Duration, Instant};
 
@@ -89,4 +92,8 @@ async fn contradicting_pvs_and_label_updates_are_refused_with_our_message() {
         .await
         .expect("allowed");
     assert_eq!(labels(&updated)["team"], "storage");
+
+    // The same cluster for the install without cert-manager (issue 25 item 3).
+    drop(served);
+    no_cert_manager::the_component_s_render_validates_and_mutates(&client).await;
 }
