@@ -111,6 +111,44 @@ fn matches(pattern: &str, line: &str) -> bool {
     remaining.is_empty()
 }
 
+/// Every ```sh block of a Markdown text, marked or not, as shell lines
+/// with backslash continuations joined.
+fn shell_commands(markdown: &str) -> Vec<String> {
+    let lines: Vec<&str> = markdown.lines().collect();
+    let mut commands = Vec::new();
+    let mut at = 0;
+    while at < lines.len() {
+        let Some((body, after)) = fenced(&lines, at, "sh") else {
+            at += 1;
+            continue;
+        };
+        let mut command = String::new();
+        for line in body {
+            let line = line.trim();
+            match line.strip_suffix('\\') {
+                Some(head) => command.push_str(head.trim_end()),
+                None => {
+                    command.push_str(line);
+                    commands.push(std::mem::take(&mut command));
+                    continue;
+                }
+            }
+            command.push(' ');
+        }
+        at = after;
+    }
+    commands
+}
+
+/// The repository paths a command names (words starting with one of the
+/// repository's top directories that ship to users).
+fn repository_paths(command: &str) -> Vec<&str> {
+    command
+        .split_whitespace()
+        .filter(|word| ["manifests/", "charts/"].iter().any(|top| word.starts_with(top)))
+        .collect()
+}
+
 #[test]
 fn the_markers_and_the_shown_output_are_read_as_documented() {
     let text = "intro\n<!-- readme-test -->\n```sh\necho a\necho b\n```\n\n```text\na\n```\n\
@@ -144,6 +182,23 @@ fn the_markers_and_the_shown_output_are_read_as_documented() {
     ));
     assert!(matches("a … b … c", "a 1 b 2 c"));
     assert!(!matches("a … b … c", "a 1 c 2 b"));
+}
+
+#[test]
+fn shell_commands_join_continuations() {
+    let text =
+        "```sh\nhelm install a b \\\n  --set x=1 \\\n  -f c.yaml\n# a comment\n```\n```text\nnot a command\n```\n";
+    assert_eq!(
+        shell_commands(text),
+        vec![
+            "helm install a b --set x=1 -f c.yaml".to_string(),
+            "# a comment".to_string()
+        ]
+    );
+    assert_eq!(
+        repository_paths("install -m 0644 manifests/a.yaml /etc/a.yaml -f charts/x/ci/v.yaml"),
+        vec!["manifests/a.yaml", "charts/x/ci/v.yaml"]
+    );
 }
 
 #[test]
@@ -244,5 +299,41 @@ fn the_readme_quick_start_runs_as_written() {
             readme_scripts.iter().any(|script| script.contains(program)),
             "no {MARKER} block of the README runs `{program}`"
         );
+    }
+}
+
+/// The README's commands that need a cluster or a node cannot run here;
+/// what they name must still exist: each `helm install` is one of
+/// docs/webhook.md's (which `helm.rs` runs against the cluster tier as
+/// written), and each repository path they name is in the repository.
+#[test]
+fn the_readme_commands_for_a_cluster_or_a_node_name_what_exists() {
+    let root = workspace_root();
+    let readme = fs::read_to_string(root.join("README.md")).expect("README.md");
+    let webhook_doc = fs::read_to_string(root.join("docs/webhook.md")).expect("docs/webhook.md");
+    let documented = shell_commands(&webhook_doc);
+    let commands = shell_commands(&readme);
+    let helm_installs: Vec<&String> = commands.iter().filter(|c| c.starts_with("helm install ")).collect();
+    assert!(
+        !helm_installs.is_empty(),
+        "the README's quick start shows no helm install"
+    );
+    for command in helm_installs {
+        assert!(
+            documented.contains(command),
+            "the README's `{command}` is not one of docs/webhook.md's helm installs (tested by helm.rs): {:#?}",
+            documented
+                .iter()
+                .filter(|c| c.starts_with("helm install "))
+                .collect::<Vec<_>>()
+        );
+    }
+    for command in &commands {
+        for path in repository_paths(command) {
+            assert!(
+                root.join(path).exists(),
+                "the README's `{command}` names {path}, which does not exist"
+            );
+        }
     }
 }
