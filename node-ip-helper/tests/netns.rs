@@ -383,6 +383,17 @@ fn list_variables_in_the_environment_split_at_commas() {
     ] {
         assert_eq!(detect(name, value), format!("--node-ip={chosen}\n"), "{name}={value}");
     }
+    // A bad entry is refused naming the variable and what is wrong with it.
+    let out = ns.helper_env(&[("NODE_IP_HELPER_ALLOW_CIDR", "10.0.0.0/8,10.0.0.0/33")], &["detect"]);
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("NODE_IP_HELPER_ALLOW_CIDR")
+            && out
+                .stderr
+                .contains("the prefix length 33 is longer than 32, the most for IPv4"),
+        "{}",
+        out.stderr
+    );
 }
 
 /// The examples of manifests/node-ip-helper/default.env, uncommented, are
