@@ -43,13 +43,50 @@ fn flag_errors_are_one_line_naming_the_flag() {
         assert_one_line_failure(&format!("{args:?}"), &out, want);
         assert!(out.stderr.starts_with("cloud-credential-provider: "), "{}", out.stderr);
     }
-    // A value from the provider's env is reported the same way.
+    // A value from the provider's env is reported the same way, naming the
+    // variable: the fix goes in the config's `env`, not in its `args`.
     let out = run_with_env(
         &["token-exchange", "--token-endpoint", "http://127.0.0.1/t"],
         &stdin,
         &[("CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", "51s")],
     );
-    assert_one_line_failure("timeout from env", &out, "--timeout");
+    assert_one_line_failure(
+        "timeout from env",
+        &out,
+        "cloud-credential-provider: invalid value in environment variable CLOUD_CREDENTIAL_PROVIDER_TIMEOUT (--timeout <DURATION>): \"51s\" is out of range",
+    );
+    // The flag outranks its variable: a bad flag is named even with the variable set.
+    let out = run_with_env(
+        &[
+            "token-exchange",
+            "--token-endpoint",
+            "http://127.0.0.1/t",
+            "--timeout=51s",
+        ],
+        &stdin,
+        &[("CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", "20s")],
+    );
+    assert_one_line_failure(
+        "timeout by flag, env set",
+        &out,
+        "invalid value for --timeout <DURATION>: ",
+    );
+    assert!(
+        !out.stderr.contains("CLOUD_CREDENTIAL_PROVIDER_TIMEOUT"),
+        "{}",
+        out.stderr
+    );
+    // A choice names its values, from the flag or from the variable.
+    let out = run(&["gcp", "--auth-flow", "nope"], &stdin);
+    assert_one_line_failure("auth flow by flag", &out, "invalid value for --auth-flow");
+    assert_one_line_failure("auth flow by flag", &out, "use one of: gcr, dockercfg, dockercfg-url");
+    let out = run_with_env(&["gcp"], &stdin, &[("CLOUD_CREDENTIAL_PROVIDER_AUTH_FLOW", "nope")]);
+    assert_one_line_failure(
+        "auth flow from env",
+        &out,
+        "invalid value in environment variable CLOUD_CREDENTIAL_PROVIDER_AUTH_FLOW (--auth-flow",
+    );
+    assert_one_line_failure("auth flow from env", &out, "use one of: gcr, dockercfg, dockercfg-url");
 }
 
 #[test]

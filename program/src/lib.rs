@@ -2,23 +2,26 @@
 //! [`Program::run`] with the program's runtime and its library's `run`: the
 //! command line (which flattens [`LogArgs`]) is parsed, the TLS crypto
 //! provider is installed, logging starts, the runtime starts, and an error
-//! reaches stderr as one line with exit status 1. Usage errors stay clap's
-//! (exit status 2) unless a program says otherwise, as the credential
-//! provider does for kubelet's log ([`parse`], then [`Program::main`]).
+//! reaches stderr as one line with exit status 1. So does a command line that
+//! does not parse, naming the flag, or the environment variable when the bad
+//! value came from one ([`usage_error_line`]); `--help` and `--version` print
+//! to stdout with exit status 0.
 //!
 //! Flags become the library's types here and in each program's `cli.rs`:
 //! `cloud-access` knows nothing of clap.
 
 pub mod duration;
 mod logging;
+mod usage;
 
 use std::fmt::Display;
 use std::future::Future;
 use std::process::ExitCode;
 
-use clap::{FromArgMatches as _, Parser};
+use clap::Parser;
 
 pub use logging::{LogArgs, LogEnv, LogFormat, LogLevel, LogLevelError, init_logging};
+pub use usage::{Usage, usage_error_line};
 
 /// What differs between the programs at their edge.
 #[derive(Debug, Clone, Copy)]
@@ -58,15 +61,22 @@ impl Program {
         }
     }
 
-    /// The whole of a `main`: parses the command line `C` (clap's usage
-    /// errors, exit status 2), then [`Program::main`] with `run(cli)`.
+    /// The whole of a `main`: parses the command line `C` (a mistake in it
+    /// is one error line, exit status 1; `--help` and `--version` print to
+    /// stdout, exit status 0), then [`Program::main`] with `run(cli)`.
     pub fn run<C: Parser, T: Outcome, E: Display, F: Future<Output = Result<T, E>>>(
         &self,
         runtime: tokio::runtime::Builder,
         run: impl FnOnce(C) -> F,
     ) -> ExitCode {
-        let (cli, log) = parse::<C>().unwrap_or_else(|error| error.exit());
-        self.main(&log, runtime, run(cli))
+        match usage::parse_from::<C>(std::env::args_os()) {
+            Ok((cli, log)) => self.main(&log, runtime, run(cli)),
+            Err(Usage::Shown(text)) => {
+                let _ = text.print();
+                ExitCode::SUCCESS
+            }
+            Err(Usage::Refused(line)) => self.fail(&line),
+        }
     }
 
     /// Runs `run` to its end on a runtime made from `runtime` (current-thread
@@ -103,18 +113,6 @@ impl Program {
         let line = cloud_access::logging::clean_text(message, &[], self.max_error_line);
         format!("{}{line}", self.error_prefix)
     }
-}
-
-/// Parses the command line `C`, which flattens [`LogArgs`], and the log
-/// flags in it. `--help` and `--version` are errors here, as in clap.
-pub fn parse<C: Parser>() -> Result<(C, LogArgs), clap::Error> {
-    parse_from(std::env::args_os())
-}
-
-fn parse_from<C: Parser>(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<(C, LogArgs), clap::Error> {
-    let mut matches = C::command().try_get_matches_from(args)?;
-    let parsed = LogArgs::from_arg_matches(&matches).and_then(|log| Ok((C::from_arg_matches_mut(&mut matches)?, log)));
-    parsed.map_err(|error| error.format(&mut C::command()))
 }
 
 /// Installs rustls's crypto provider for the process, before anything can
@@ -170,12 +168,12 @@ mod tests {
     #[test]
     fn the_log_flags_come_with_the_command_line() {
         let args = ["demo", "--name", "x", "--log-level", "info", "--log-format", "json"].map(Into::into);
-        let (cli, log) = parse_from::<Cli>(args).unwrap();
+        let (cli, log) = usage::parse_from::<Cli>(args).unwrap();
         assert_eq!(cli.name.as_deref(), Some("x"));
         assert_eq!(log.log_format, LogFormat::Json);
         assert_eq!(cli.log.log_format, LogFormat::Json);
         let args = ["demo", "--log-level", "loud"].map(Into::into);
-        assert!(parse_from::<Cli>(args).is_err());
+        assert!(usage::parse_from::<Cli>(args).is_err());
     }
 
     #[test]

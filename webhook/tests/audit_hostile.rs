@@ -42,7 +42,10 @@ fn one_error_line(run: &Run, fake: &FakeApiserver) -> String {
     let lines = run.lines();
     assert_eq!(lines.len(), 1, "one line on stderr: {:?}", run.stderr);
     let line = lines[0];
-    assert!(line.starts_with("pv-topology-webhook: error: "), "{line}");
+    assert!(
+        line.starts_with("pv-topology-webhook: ") && !line.starts_with("pv-topology-webhook: error: "),
+        "{line}"
+    );
     assert!(
         line.contains(&format!("127.0.0.1:{}", fake.port)),
         "names the server: {line}"

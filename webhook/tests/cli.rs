@@ -33,7 +33,8 @@ fn assert_one_line_error(output: &Output, needle: &str) {
     assert!(output.stdout.is_empty(), "{output:?}");
     let message = stderr(output);
     assert_eq!(message.lines().count(), 1, "{message}");
-    assert!(message.starts_with("pv-topology-webhook: error: "), "{message}");
+    assert!(message.starts_with("pv-topology-webhook: "), "{message}");
+    assert!(!message.starts_with("pv-topology-webhook: error: "), "{message}");
     assert!(message.contains(needle), "{message}");
 }
 
@@ -135,9 +136,49 @@ fn bad_rules_file_exits_1_naming_index_and_reason() {
     );
 }
 
+/// A usage error is one line with exit status 1, as every other error: it names the
+/// environment variable when the bad value came from there (a systemd EnvironmentFile's
+/// user fixes the variable, not a flag), else the flag, with the reason and a hint.
 #[test]
-fn bad_flag_values_are_usage_errors() {
-    let output = run(&["review", "--on-lookup-error", "maybe"], &[], b"");
-    assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("--on-lookup-error"));
+fn usage_errors_are_one_line_naming_the_flag_or_the_variable() {
+    const TIMEOUT: &str = "PV_TOPOLOGY_WEBHOOK_LOOKUP_TIMEOUT";
+    let by_flag = run(&["review", "--lookup-timeout", "2"], &[], b"");
+    assert_one_line_error(&by_flag, "invalid value for --lookup-timeout <DURATION>: ");
+    assert_one_line_error(&by_flag, "use a Go duration such as");
+    assert!(!stderr(&by_flag).contains(TIMEOUT), "{}", stderr(&by_flag));
+    let by_env = run(&["review"], &[(TIMEOUT, "2")], b"");
+    assert_one_line_error(
+        &by_env,
+        "invalid value in environment variable PV_TOPOLOGY_WEBHOOK_LOOKUP_TIMEOUT (--lookup-timeout <DURATION>): ",
+    );
+    assert_one_line_error(&by_env, "use a Go duration such as");
+    // The flag outranks its variable: a bad flag is the flag's fault even when the
+    // variable is set (well or badly).
+    for value in ["2s", "2"] {
+        let both = run(&["review", "--lookup-timeout=2"], &[(TIMEOUT, value)], b"");
+        assert_one_line_error(&both, "invalid value for --lookup-timeout <DURATION>: ");
+        assert!(!stderr(&both).contains(TIMEOUT), "{}", stderr(&both));
+    }
+    // A choice names its values.
+    let choice = run(&["review", "--on-lookup-error", "maybe"], &[], b"");
+    assert_one_line_error(&choice, "invalid value for --on-lookup-error");
+    assert_one_line_error(&choice, "use one of: deny, allow");
+    let choice = run(&["review"], &[("PV_TOPOLOGY_WEBHOOK_ON_LOOKUP_ERROR", "maybe")], b"");
+    assert_one_line_error(&choice, "environment variable PV_TOPOLOGY_WEBHOOK_ON_LOOKUP_ERROR");
+    assert_one_line_error(&choice, "use one of: deny, allow");
+    // No subcommand, an unknown flag, a missing value: one line each, with the hint.
+    assert_one_line_error(&run(&[], &[], b""), "a subcommand is required, one of: serve, review");
+    assert_one_line_error(&run(&["review", "--bogus"], &[], b""), "--bogus");
+    assert_one_line_error(&run(&["review", "--rules"], &[], b""), "--rules");
+    assert_one_line_error(&run(&["nope"], &[], b""), "(see --help)");
+}
+
+#[test]
+fn help_and_version_go_to_stdout_with_exit_status_0() {
+    for args in [&["--help"][..], &["review", "--help"], &["--version"], &["help"]] {
+        let output = run(args, &[], b"");
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {output:?}");
+        assert!(output.stderr.is_empty(), "{args:?}: {output:?}");
+        assert!(!output.stdout.is_empty(), "{args:?}: {output:?}");
+    }
 }

@@ -112,12 +112,16 @@ fn run_with(sub: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
 /// The binary reads each variable: every flag that refuses a bad value as a usage error
 /// (durations, addresses, counts, choices) refuses it the same way from its variable,
 /// and every switch's variable takes only true or false. Flags that take any text (file names, URLs) are shown read by the run
-/// configured by the environment below, and by the other tests' runs.
+/// configured by the environment below, and by the other tests' runs. Each refusal is
+/// one line with exit status 1 naming the flag, or the variable when it was the source.
 #[test]
 fn the_binary_reads_each_variable() {
     let refusal = |output: &Output| {
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        let refused = output.status.code() == Some(2) && stderr.contains("invalid value 'not-a-value'");
+        let refused = output.status.code() == Some(1)
+            && stderr.lines().count() == 1
+            && stderr.starts_with("pv-topology-webhook: invalid value ")
+            && stderr.trim_end().ends_with("see --help)");
         refused.then_some(stderr)
     };
     let mut refused = Vec::new();
@@ -135,7 +139,17 @@ fn the_binary_reads_each_variable() {
         };
         let by_env = refusal(&run_with(sub, &[], &[(&env, "not-a-value")]))
             .unwrap_or_else(|| panic!("{sub}: {env}=not-a-value was not refused as --{long} is: {by_flag}"));
-        assert!(by_env.contains(&format!(" for '--{long}")), "{env}: {by_env}");
+        if !switch {
+            assert!(
+                by_flag.contains(&format!("invalid value for --{long}")),
+                "--{long}: {by_flag}"
+            );
+            assert!(!by_flag.contains(&env), "--{long}: {by_flag}");
+        }
+        assert!(
+            by_env.contains(&format!("invalid value in environment variable {env} (--{long}")),
+            "{env}: {by_env}"
+        );
         refused.push(env);
     }
     assert!(
