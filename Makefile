@@ -115,7 +115,7 @@ helm:
 	bash tests/cluster/build.sh helm
 
 chart-test:
-	bash tests/cluster/run.sh --test helm --test helm_validation
+	bash tests/cluster/run.sh --test helm --test helm_validation --test chart_rules
 
 # The webhook's OCI image (docs/webhook.md, "Image"): a static binary with its
 # dependency list embedded (cargo auditable) on `FROM scratch`, built by
