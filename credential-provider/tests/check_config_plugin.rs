@@ -318,3 +318,29 @@ fn check_config_and_explain_take_the_file_both_ways() {
     assert_eq!(no_image.status, 1);
     assert!(no_image.stderr.contains("IMAGE"), "{}", no_image.stderr);
 }
+
+/// A variable the plugin does not read is not a refusal (the plugin runs
+/// without it) but is said: a typo in its name, an upstream plugin's.
+#[test]
+fn variables_without_effect_are_warnings() {
+    let path = plugin_args("env-typo.yaml");
+    let out = run(&["check-config", &path], b"");
+    assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[0], format!("{path}: valid (1 provider)"));
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    assert!(
+        lines[1].starts_with(&format!("{path}: providers[0].env[0]: warning: "))
+            && lines[1].contains("did you mean CLOUD_CREDENTIAL_PROVIDER_TIMEOUT?"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].contains("providers[0].env[1]") && lines[2].contains("--cache-duration"),
+        "{}",
+        lines[2]
+    );
+    let (status, report) = check_json(&[&path]);
+    assert_eq!((status, &report["verdict"]), (0, &Value::from("valid")));
+    assert_eq!(report["warnings"].as_array().map(Vec::len), Some(2), "{report}");
+}

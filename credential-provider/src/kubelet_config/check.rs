@@ -56,12 +56,20 @@ pub struct Problem {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CheckReport {
     pub path: String,
     pub verdict: Verdict,
     /// Providers read (0 when the config could not be decoded).
     pub providers: usize,
     pub problems: Vec<Problem>,
+    /// What has no effect, without a refusal: a variable no flag reads.
+    pub warnings: Vec<Warning>,
     /// Whether the config was decoded (kubelet's rules applied).
     #[serde(skip)]
     decoded: bool,
@@ -79,6 +87,7 @@ pub fn check(path: &Path, options: &CheckOptions) -> CheckReport {
                 Verdict::Refused
             },
             providers: 0,
+            warnings: Vec::new(),
             decoded: false,
             problems: vec![Problem {
                 field: match &error {
@@ -92,7 +101,7 @@ pub fn check(path: &Path, options: &CheckOptions) -> CheckReport {
             }],
         },
         Ok(config) => {
-            let problems = problems(&config, options);
+            let (problems, warnings) = problems(&config, options);
             let verdict = if problems.is_empty() {
                 Verdict::Valid
             } else if problems.iter().any(|p| p.refused_by.is_none()) {
@@ -105,6 +114,7 @@ pub fn check(path: &Path, options: &CheckOptions) -> CheckReport {
                 verdict,
                 providers: config.providers.len(),
                 problems,
+                warnings,
                 decoded: true,
             }
         }
@@ -120,7 +130,7 @@ fn is_unreadable(error: &ConfigError) -> bool {
     )
 }
 
-fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> Vec<Problem> {
+fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> (Vec<Problem>, Vec<Warning>) {
     let kubelet = |field: Option<String>, message: String| Problem {
         field,
         refused_by: Some(RefusedBy::Kubelet),
@@ -132,6 +142,7 @@ fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> Vec<Pr
         .into_iter()
         .map(|e| kubelet(Some(e.field), e.message))
         .collect();
+    let mut warnings = Vec::new();
     let mut bin_dir_ok = true;
     if let Some(dir) = &options.bin_dir
         && !dir.is_dir()
@@ -163,6 +174,14 @@ fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> Vec<Pr
         let Some(exe) = options.plugin_exe.as_deref().filter(|_| runs_this_plugin) else {
             continue;
         };
+        warnings.extend(
+            plugin::env_warnings(i, provider)
+                .into_iter()
+                .map(|(field, message)| Warning {
+                    field,
+                    message: clean(&message),
+                }),
+        );
         match plugin::judge(i, provider, exe) {
             Ok(None) => {}
             Ok(Some(refusal)) => {
@@ -190,7 +209,7 @@ fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> Vec<Pr
             }),
         }
     }
-    problems
+    (problems, warnings)
 }
 
 fn clean(text: &str) -> String {
@@ -217,12 +236,12 @@ impl CheckReport {
     /// One line per problem, `PATH: FIELD: MESSAGE[; hint: ...]`; a
     /// config that could not be decoded gives its error line as it is.
     fn text(&self) -> String {
+        let mut out = String::new();
         if self.verdict == Verdict::Valid {
             let n = self.providers;
             let noun = if n == 1 { "provider" } else { "providers" };
-            return format!("{}: valid ({n} {noun})\n", self.path);
+            out.push_str(&format!("{}: valid ({n} {noun})\n", self.path));
         }
-        let mut out = String::new();
         for problem in &self.problems {
             match &problem.field {
                 // A decoding error names its file and field already.
@@ -235,6 +254,12 @@ impl CheckReport {
                 out.push_str(hint);
             }
             out.push('\n');
+        }
+        for warning in &self.warnings {
+            out.push_str(&format!(
+                "{}: {}: warning: {}\n",
+                self.path, warning.field, warning.message
+            ));
         }
         out
     }

@@ -299,6 +299,90 @@ pub fn upstream_hints(args: &[String]) -> Vec<String> {
     hints
 }
 
+/// Every variable this plugin's flags read starts with this (but the
+/// variables of Google's and Azure's own libraries, such as
+/// `GCE_METADATA_HOST`).
+const VARIABLE_PREFIX: &str = "CLOUD_CREDENTIAL_PROVIDER_";
+
+/// Upstream plugins' variables, which this plugin does not read.
+const UPSTREAM_VARIABLES: [(&str, &str); 3] = [
+    (
+        "KUBE_SIDECAR_CACHE_DURATION",
+        "auth-provider-gcp's cache duration: use --cache-duration (CLOUD_CREDENTIAL_PROVIDER_CACHE_DURATION)",
+    ),
+    (
+        "KUBE_SIDECAR_CACHE_TYPE",
+        "auth-provider-gcp's cache key type: this plugin's backend answers with its own",
+    ),
+    (
+        "AWS_ECR_ROLE_ARN",
+        "ecr-credential-provider's role: this plugin takes the role from the pod's service account annotation \
+         (--role-annotation)",
+    ),
+];
+
+/// For an entry the plugin takes: its variables that have no effect, as
+/// `(field, message)`. A variable of this plugin's prefix that no flag of
+/// the entry's backend reads is ignored, as a typo in a variable's name
+/// is: said, with the nearest name, but no refusal (the plugin runs).
+pub fn env_warnings(index: usize, provider: &Provider) -> Vec<(String, String)> {
+    let command = Cli::command();
+    let Some(backend) = provider
+        .args
+        .iter()
+        .find_map(|arg| command.get_subcommands().find(|c| c.get_name() == arg))
+    else {
+        return Vec::new();
+    };
+    let variables = |command: &clap::Command| -> Vec<String> {
+        command
+            .get_arguments()
+            .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+            .collect()
+    };
+    let mut read = variables(&command);
+    read.extend(variables(backend));
+    let mut warnings = Vec::new();
+    for (j, entry) in provider.env.iter().enumerate() {
+        let name = entry.name.as_str();
+        let field = format!("providers[{index}].env[{j}]");
+        if let Some((_, why)) = UPSTREAM_VARIABLES.iter().find(|(upstream, _)| *upstream == name) {
+            warnings.push((field, format!("{name} has no effect here: {why}")));
+        } else if name.starts_with(VARIABLE_PREFIX) && name != CHECK_ONLY_VARIABLE && !read.iter().any(|r| r == name) {
+            let nearest = read
+                .iter()
+                .map(|r| (edit_distance(r, name), r))
+                .filter(|(distance, _)| *distance <= 3)
+                .min();
+            let suggestion = nearest.map_or_else(String::new, |(_, r)| format!(" (did you mean {r}?)"));
+            warnings.push((
+                field,
+                format!(
+                    "{name} has no effect: no flag of `{}` reads it{suggestion}",
+                    backend.get_name()
+                ),
+            ));
+        }
+    }
+    warnings
+}
+
+/// Levenshtein distance, for the nearest variable name.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()]
+}
+
 /// The binary that judges entries: this one.
 pub fn this_exe() -> Option<PathBuf> {
     std::env::current_exe().ok()
@@ -366,6 +450,50 @@ mod tests {
             refused_variable("in A: bad", &provider(&["ecr"], &env)),
             Some((1, "A".into()))
         );
+    }
+
+    #[test]
+    fn variables_without_effect_are_named() {
+        let provider = |args: &[&str], env: &[&str]| Provider {
+            name: PLUGIN_NAME.into(),
+            match_images: vec![],
+            default_cache_duration: None,
+            api_version: String::new(),
+            args: strings(args),
+            env: env
+                .iter()
+                .map(|name| super::super::ExecEnvVar {
+                    name: name.to_string(),
+                    value: "x".into(),
+                })
+                .collect(),
+            token_attributes: None,
+        };
+        let env = [
+            "CLOUD_CREDENTIAL_PROVIDER_TIMOUT",
+            "CLOUD_CREDENTIAL_PROVIDER_TIMEOUT",
+            "CLOUD_CREDENTIAL_PROVIDER_LOG_LEVEL",
+            "CLOUD_CREDENTIAL_PROVIDER_DOCKER_CONFIG",
+            "AWS_REGION",
+            "AWS_ECR_ROLE_ARN",
+        ];
+        let warnings = env_warnings(0, &provider(&["--log-level=info", "ecr"], &env));
+        let fields: Vec<&str> = warnings.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["providers[0].env[0]", "providers[0].env[3]", "providers[0].env[5]"]
+        );
+        assert!(
+            warnings[0]
+                .1
+                .ends_with("no flag of `ecr` reads it (did you mean CLOUD_CREDENTIAL_PROVIDER_TIMEOUT?)"),
+            "{warnings:?}"
+        );
+        // static reads the Docker config's variable; no backend, no verdict.
+        assert_eq!(env_warnings(0, &provider(&["static"], &env[1..5])).len(), 1);
+        assert!(env_warnings(0, &provider(&[], &env)).is_empty());
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "ab"), 2);
     }
 
     #[test]
