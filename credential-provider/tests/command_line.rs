@@ -87,6 +87,23 @@ fn flag_errors_are_one_line_naming_the_flag() {
         "invalid value in environment variable CLOUD_CREDENTIAL_PROVIDER_AUTH_FLOW (--auth-flow",
     );
     assert_one_line_failure("auth flow from env", &out, "use one of: gcr, dockercfg, dockercfg-url");
+    // A conflict with a flag set by a variable names the variable.
+    let out = run_with_env(
+        &[
+            "gcp",
+            "--identity-provider",
+            "https://idp.example.com",
+            "--project-id",
+            "p",
+        ],
+        &stdin,
+        &[("CLOUD_CREDENTIAL_PROVIDER_STS_AUDIENCE", "aud")],
+    );
+    assert_one_line_failure(
+        "conflict from env",
+        &out,
+        "--sts-audience <AUDIENCE> (set by environment variable CLOUD_CREDENTIAL_PROVIDER_STS_AUDIENCE)",
+    );
 }
 
 #[test]

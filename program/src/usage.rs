@@ -51,16 +51,26 @@ fn try_parse<C: Parser>(mut command: Command, args: &[OsString]) -> Result<(C, L
 /// names whose variable is set, parse again with that argument's variable
 /// ignored; if the same error does not come back, the variable was its cause.
 fn variable_at_fault<C: Parser>(command: &Command, args: &[OsString], error: &clap::Error) -> Option<String> {
-    let Some(ContextValue::String(shown)) = error.get(ContextKind::InvalidArg) else {
-        return None;
-    };
+    // The argument refused, and for a conflict the others it meets.
+    let mut named: Vec<String> = Vec::new();
+    if let Some(ContextValue::String(shown)) = error.get(ContextKind::InvalidArg) {
+        named.push(shown.clone());
+    }
+    if error.kind() == ErrorKind::ArgumentConflict {
+        match error.get(ContextKind::PriorArg) {
+            Some(ContextValue::String(shown)) => named.push(shown.clone()),
+            Some(ContextValue::Strings(shown)) => named.extend(shown.iter().cloned()),
+            _ => {}
+        }
+    }
     let same_error = |other: &clap::Error| {
-        other.kind() == error.kind()
-            && matches!(other.get(ContextKind::InvalidArg), Some(ContextValue::String(s)) if s == shown)
+        other.kind() == error.kind() && other.get(ContextKind::InvalidArg) == error.get(ContextKind::InvalidArg)
     };
     arguments(command)
         .into_iter()
-        .filter(|arg| arg.shown == *shown && arg.variable.as_ref().is_some_and(|v| std::env::var_os(v).is_some()))
+        .filter(|arg| {
+            named.contains(&arg.shown) && arg.variable.as_ref().is_some_and(|v| std::env::var_os(v).is_some())
+        })
         .find(|arg| {
             let ignored = without_variable(command.clone(), &arg.path, &arg.id);
             try_parse::<C>(ignored, args)
@@ -187,6 +197,23 @@ pub fn usage_error_line(command: &Command, error: &clap::Error, variable: Option
                 subcommands(command).join(", ")
             )
         }
+        ErrorKind::ArgumentConflict => {
+            let mark = |shown: String| match variable {
+                Some(variable) if variable_of(command, &shown).as_deref() == Some(variable) => {
+                    format!("{shown} (set by environment variable {variable})")
+                }
+                _ => shown,
+            };
+            match list(ContextKind::PriorArg) {
+                others if others.is_empty() => {
+                    format!("{} cannot be used with the other arguments given", mark(arg.to_owned()))
+                }
+                others => {
+                    let others: Vec<String> = others.into_iter().map(mark).collect();
+                    format!("{} cannot be used with {}", mark(arg.to_owned()), others.join(", "))
+                }
+            }
+        }
         ErrorKind::UnknownArgument => match text(ContextKind::SuggestedArg) {
             Some(guess) => format!("unknown argument {arg} (did you mean {guess}?)"),
             None => format!("unknown argument {arg}"),
@@ -274,6 +301,11 @@ mod tests {
             file: String,
             #[arg(long)]
             count: Option<u32>,
+            /// Any text, from `PATH` when not given.
+            #[arg(long, env = SET)]
+            search: Option<String>,
+            #[arg(long, conflicts_with = "search")]
+            no_search: bool,
         },
     }
 
@@ -344,6 +376,21 @@ mod tests {
         assert!(refused(&["filed", "--file", "f", "--log-level", "loud"]).starts_with(
             "invalid value for --log-level <LEVEL>: invalid log level \"loud\": use off, error, warn, info, debug or trace"
         ));
+    }
+
+    #[test]
+    fn a_conflict_names_the_variable_that_set_one_side() {
+        assert_eq!(
+            refused(&["filed", "--file", "f", "--no-search"]),
+            format!(
+                "--no-search cannot be used with --search <SEARCH> (set by environment variable {SET}) \
+                 (fix or unset the variable; see --help)"
+            )
+        );
+        assert_eq!(
+            refused(&["filed", "--file", "f", "--no-search", "--search", "x"]),
+            "--no-search cannot be used with --search <SEARCH> (see --help)"
+        );
     }
 
     #[test]
