@@ -171,7 +171,17 @@ fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> (Vec<P
             },
             _ => provider.name == plugin::PLUGIN_NAME,
         };
-        let Some(exe) = options.plugin_exe.as_deref().filter(|_| runs_this_plugin) else {
+        if !runs_this_plugin {
+            continue;
+        }
+        let Some(exe) = options.plugin_exe.as_deref() else {
+            problems.push(Problem {
+                field: Some(format!("providers[{i}].args")),
+                refused_by: None,
+                message: "cannot find this binary (/proc/self/exe) to parse the entry's args and env with".into(),
+                plugin_says: None,
+                hint: None,
+            });
             continue;
         };
         warnings.extend(
@@ -262,5 +272,48 @@ impl CheckReport {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ENTRY: &str = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: NAME\n  matchImages: [reg.io]\n  defaultCacheDuration: 1m\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n  args: [ecr]\n";
+
+    fn report(name: &str, options: &CheckOptions) -> CheckReport {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, ENTRY.replace("NAME", name)).unwrap();
+        check(&path, options)
+    }
+
+    /// Without a binary to parse with, an entry of this plugin is not
+    /// passed unjudged: no verdict (exit 1).
+    #[test]
+    fn an_entry_that_cannot_be_judged_is_no_verdict() {
+        let report = report(plugin::PLUGIN_NAME, &CheckOptions::default());
+        assert_eq!(report.verdict, Verdict::Unreadable);
+        assert_eq!(report.problems[0].field.as_deref(), Some("providers[0].args"));
+        assert_eq!(report.exit_code(), std::process::ExitCode::from(1));
+        // Another plugin's entry needs no judging.
+        let other = self::report("other", &CheckOptions::default());
+        assert_eq!(other.verdict, Verdict::Valid);
+        assert_eq!(
+            other.render(OutputFormat::Text),
+            format!("{}: valid (1 provider)\n", other.path)
+        );
+    }
+
+    #[test]
+    fn decoding_errors_are_shown_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "apiVersion: kubelet.config.k8s.io/v1\nkind: Other\n").unwrap();
+        let report = check(&path, &CheckOptions::default());
+        assert_eq!(report.verdict, Verdict::Refused);
+        let text = report.render(OutputFormat::Text);
+        assert_eq!(text.matches(&report.path).count(), 1, "{text}");
+        assert!(text.contains("kind \"Other\" is wrong"), "{text}");
     }
 }
