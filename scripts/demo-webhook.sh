@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Demo of pv-topology-webhook over HTTPS on loopback: makes a CA and a serving
-# certificate with `certs`, starts `serve` with an example rules file, sends four
-# PersistentVolume CREATE reviews with curl (GCE PD CSI, in-tree EBS, a CSI driver
-# known only from the rules file, NFS), prints each PV as patched, then stops the
-# server with SIGTERM.
+# Demo of pv-topology-webhook: first offline, `review -f` on a manifest of
+# PersistentVolumes (what the webhook adds to each, a PV as it will be stored, a
+# refusal); then over HTTPS on loopback: makes a CA and a serving certificate
+# with `certs`, starts `serve` with an example rules file, sends a PV CREATE
+# review with curl, shows that `review` answers it with the same bytes, then
+# stops the server with SIGTERM.
 #
 # Builds nothing: expects target/release/pv-topology-webhook (override with BIN=…).
-# Needs curl and python3. Ports: PORT (default 18443) and METRICS_PORT (18080).
+# Needs curl. Ports: PORT (default 18443) and METRICS_PORT (18080).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -19,9 +20,7 @@ if [[ ! -x $BIN ]]; then
     echo "demo-webhook: $BIN not found; build it first: cargo build --release -p pv-topology-webhook" >&2
     exit 1
 fi
-for tool in curl python3; do
-    command -v "$tool" >/dev/null || { echo "demo-webhook: $tool is needed" >&2; exit 1; }
-done
+command -v curl >/dev/null || { echo "demo-webhook: curl is needed" >&2; exit 1; }
 
 work=$(mktemp -d)
 server=""
@@ -34,6 +33,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Prints a command, then runs it (its exit status shown when not 0).
+run() {
+    echo "\$ ${*/#$BIN/pv-topology-webhook}"
+    local status=0
+    "$@" || status=$?
+    if ((status != 0)); then echo "(exit status $status)"; fi
+}
+
+echo "== review -f: what the webhook adds to each PV of a manifest (-o diff, the default for PVs)"
+run "$BIN" review --rules "$DATA/rules.yaml" -f "$DATA/files/manifest.yaml"
+
+echo
+echo "== review -o pv: the PV as it will be stored"
+run "$BIN" review -f "$DATA/files/pd-zonal.yaml" -o pv
+
+echo
+echo "== review --validate: a PV whose labels name the wrong zone is refused (exit status 2)"
+run "$BIN" review --validate -f "$DATA/files/lying-zone.yaml"
+
+echo
 echo "== certs: a CA and a serving certificate for 127.0.0.1"
 "$BIN" certs --service pv-topology-webhook --namespace demo --out-dir "$work/certs" \
     --extra-san 127.0.0.1 --validity 1h >"$work/ca-bundle.txt" 2>"$work/certs.log"
@@ -56,56 +75,20 @@ done
 curl -fsS "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null || { echo "never ready" >&2; cat "$work/server.log" >&2; exit 1; }
 echo "ready"
 
-# Applies the answer's JSON Patch (RFC 6902 add/replace/remove, which is all the
-# webhook emits) to the review's object and prints what changed.
-show() {
-    python3 - "$1" "$2" <<'PY'
-import base64, json, sys
-
-review = json.load(open(sys.argv[1]))
-answer = json.load(open(sys.argv[2]))
-pv = review["request"]["object"]
-response = answer["response"]
-assert response["uid"] == review["request"]["uid"], "uid not echoed"
-
-def walk(doc, path):
-    tokens = [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
-    for token in tokens[:-1]:
-        doc = doc[int(token)] if isinstance(doc, list) else doc[token]
-    return doc, tokens[-1]
-
-for op in json.loads(base64.b64decode(response["patch"])) if "patch" in response else []:
-    parent, key = walk(pv, op["path"])
-    if isinstance(parent, list):
-        index = len(parent) if key == "-" else int(key)
-        if op["op"] == "add":
-            parent.insert(index, op["value"])
-        elif op["op"] == "replace":
-            parent[index] = op["value"]
-        else:
-            del parent[index]
-    elif op["op"] in ("add", "replace"):
-        parent[key] = op["value"]
-    else:
-        del parent[key]
-
-source = {k: v for k, v in pv["spec"].items() if k not in ("capacity", "accessModes", "persistentVolumeReclaimPolicy", "nodeAffinity")}
-print(f"PV {pv['metadata']['name']}: {json.dumps(source)}")
-print(f"  allowed={response['allowed']} outcome={response.get('auditAnnotations', {}).get('outcome')} source={response.get('auditAnnotations', {}).get('source', '-')}")
-for warning in response.get("warnings", []):
-    print(f"  warning: {warning}")
-print("  labels:", json.dumps(pv["metadata"].get("labels", {}), sort_keys=True))
-print("  nodeAffinity:", json.dumps(pv["spec"].get("nodeAffinity"), sort_keys=True))
-PY
-}
-
-for fixture in gce-pd-csi-zonal ebs-in-tree rules-driver nfs; do
-    echo
-    echo "== $fixture.json"
-    curl -fsS --cacert "$work/certs/ca.crt" -H 'Content-Type: application/json' \
-        --data-binary "@$DATA/$fixture.json" "https://127.0.0.1:$PORT/mutate" >"$work/answer.json"
-    show "$DATA/$fixture.json" "$work/answer.json"
-done
+echo
+echo "== POST /mutate: the AdmissionReview of a PV CREATE ($DATA/gce-pd-csi-zonal.json), answered"
+curl -fsS --cacert "$work/certs/ca.crt" -H 'Content-Type: application/json' \
+    --data-binary "@$DATA/gce-pd-csi-zonal.json" "https://127.0.0.1:$PORT/mutate" >"$work/answer.json"
+cat "$work/answer.json"
+"$BIN" review <"$DATA/gce-pd-csi-zonal.json" >"$work/offline.json"
+if cmp -s "$work/answer.json" "$work/offline.json"; then
+    echo "(the same bytes as: pv-topology-webhook review < $DATA/gce-pd-csi-zonal.json)"
+else
+    echo "demo-webhook: the server and \`review\` answered differently" >&2
+    exit 1
+fi
+echo "\$ pv-topology-webhook review -o diff < $DATA/gce-pd-csi-zonal.json"
+"$BIN" review -o diff <"$DATA/gce-pd-csi-zonal.json"
 
 echo
 echo "== metrics"

@@ -314,6 +314,19 @@ fn parse_errors_name_the_field_path() {
         &run(&["review"], &serde_json::to_vec(&bad_group).expect("JSON")),
         &["request.resource.group", "invalid type: integer `7`"],
     );
+    // With several documents, the document is named too (from 1, empty ones counted).
+    let pd_zonal = std::fs::read_to_string(files_dir().join("pd-zonal.yaml")).expect("the fixture");
+    let bad_handle = std::fs::read_to_string(files_dir().join("bad-handle.yaml")).expect("the fixture");
+    let several = format!("{pd_zonal}---\n{bad_handle}");
+    assert_one_line_error(
+        &run(&["review", "-f", "-"], several.as_bytes()),
+        &["stdin: document 2: spec.csi.volumeHandle: invalid type"],
+    );
+    let no_kind = format!("{pd_zonal}---\n---\nmetadata: {{name: x}}\n");
+    assert_one_line_error(
+        &run(&["review", "-f", "-"], no_kind.as_bytes()),
+        &["stdin: document 3: it has no `kind`"],
+    );
     // A List's item is named by its index.
     let list = json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "a"}, "spec": {}},
@@ -360,6 +373,13 @@ fn bad_inputs_are_one_line_errors() {
     assert_one_line_error(
         &run(&["review", "-f", "-"], b"apiVersion: v2\nkind: PersistentVolume\n"),
         &["stdin", "apiVersion", "v1"],
+    );
+    assert_one_line_error(&run(&["review", "-f", "-"], b"---\n"), &["stdin", "no object in it"]);
+    // The file's bound, 32 MiB, stated in docs/webhook.md.
+    let over = vec![b' '; pv_topology_webhook::review::command::MAX_FILE_BYTES + 1];
+    assert_one_line_error(
+        &run(&["review", "-f", "-"], &over),
+        &["stdin", "larger than 33554432 bytes"],
     );
     let output = run(&["review", "-o", "yaml"], b"");
     assert_ne!(output.status.code(), Some(0));

@@ -17,8 +17,8 @@ use thiserror::Error;
 use super::{Check, MAX_REVIEW_BYTES, ReviewError, ReviewObject, Reviewer, create_review, parse_review};
 use crate::cli::{ReviewArgs, ReviewOutput};
 
-/// Largest `--file` read: 32 MiB, about 10,000 PersistentVolumes as `kubectl get pv -o
-/// yaml` writes them. Each PV's review must also fit [`MAX_REVIEW_BYTES`].
+/// Largest `--file` read: 32 MiB, 20,000 PersistentVolumes as `kubectl get pv -o yaml`
+/// writes them (1.6 KB each). Each PV's review must also fit [`MAX_REVIEW_BYTES`].
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Why `review` could not answer.
@@ -35,7 +35,7 @@ pub enum CommandError {
 }
 
 /// Runs `review`: reads every input first (an unreadable PV stops the command before
-/// anything is printed), then answers and prints each. Exit status 2 when `-o pv` or
+/// anything is printed), then answers and prints each in turn. Exit status 2 when `-o pv` or
 /// `-o diff` shows a refused PV, else 0.
 pub async fn run(
     args: &ReviewArgs,
@@ -45,8 +45,7 @@ pub async fn run(
     stderr: &mut dyn Write,
 ) -> Result<ExitCode, CommandError> {
     let input = match &args.file {
-        // The review's object is kept only to be shown.
-        None => Input::review_from_stdin(stdin, args.output.is_some_and(|o| o != ReviewOutput::Review))?,
+        None => Input::review_from_stdin(stdin)?,
         Some(path) => Input::file(path, stdin)?,
     };
     let output = args
@@ -57,7 +56,11 @@ pub async fn run(
             ReviewOutput::Diff
         });
     let check = if args.validate { Check::Validate } else { Check::Mutate };
-    let prepared = input.prepare(output)?;
+    // Every request read before any is answered, then read again to be answered: a
+    // request holds a PersistentVolume struct of kilobytes, too many to keep 10,000.
+    for index in 0..input.items.len() {
+        input.request(index, output)?;
+    }
     let mut printer = Printer {
         output,
         format: input.format,
@@ -66,16 +69,21 @@ pub async fn run(
         printed: 0,
         refused: false,
     };
-    for (item, request) in prepared {
-        match request {
-            None => printer.other(&item.object)?,
+    for (index, item) in input.items.iter().enumerate() {
+        match input.request(index, output)? {
+            None => printer.other(&item.object())?,
             Some(request) => {
-                let label = label(&request, &item.object);
+                // Read again only to be shown: the input is held as JSON text.
+                let object = match output {
+                    ReviewOutput::Review => Value::Null,
+                    _ => item.object(),
+                };
+                let label = label(&request, &object);
                 let answer = reviewer
                     .answer_request(request, check)
                     .await
                     .map_err(|error| input.error(item.document, error))?;
-                printer.answer(&label, &item.object, &answer.body, &input, item.document)?;
+                printer.answer(&label, &object, &answer.body, &input, item.document)?;
             }
         }
     }
@@ -111,8 +119,9 @@ struct Item {
     /// Which document it is in, from 1.
     document: usize,
     what: What,
-    /// The PV (for an AdmissionReview: its request's object, if any); or another object.
-    object: Value,
+    /// The PV or other object as compact JSON (a tenth of its `Value`'s memory); empty
+    /// for an AdmissionReview, whose object is in its body.
+    object: Vec<u8>,
 }
 
 enum What {
@@ -129,6 +138,17 @@ impl Item {
     fn is_review(&self) -> bool {
         matches!(self.what, What::Review(_))
     }
+
+    /// The PV (of an AdmissionReview: its request's object, if any), or the other object.
+    fn object(&self) -> Value {
+        match &self.what {
+            What::Review(body) => serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|mut review| review.pointer_mut("/request/object").map(Value::take))
+                .unwrap_or(Value::Null),
+            What::Pv { .. } | What::Other => serde_json::from_slice(&self.object).unwrap_or(Value::Null),
+        }
+    }
 }
 
 /// The objects a document may be, for messages.
@@ -136,18 +156,13 @@ const WANTED: &str = "want a v1 PersistentVolume, a v1 List of them, or an admis
 
 impl Input {
     /// Without `--file`: one AdmissionReview (JSON) on stdin, as the server reads a body.
-    fn review_from_stdin(stdin: &mut dyn Read, keep_object: bool) -> Result<Self, CommandError> {
+    fn review_from_stdin(stdin: &mut dyn Read) -> Result<Self, CommandError> {
         let name = "stdin".to_owned();
         // Past the limit, parse_review refuses it as the server does.
         let body = read_at_most(stdin, MAX_REVIEW_BYTES).map_err(|message| CommandError::Input {
             input: name.clone(),
             message,
         })?;
-        let object = keep_object
-            .then(|| serde_json::from_slice::<Value>(&body).ok())
-            .flatten()
-            .and_then(|mut review| review.pointer_mut("/request/object").map(Value::take))
-            .unwrap_or(Value::Null);
         Ok(Self {
             name,
             format: Format::Json,
@@ -155,7 +170,7 @@ impl Input {
             items: vec![Item {
                 document: 1,
                 what: What::Review(body),
-                object,
+                object: Vec::new(),
             }],
         })
     }
@@ -183,19 +198,9 @@ impl Input {
         if bytes.len() > MAX_FILE_BYTES {
             return Err(error(format!("it is larger than {MAX_FILE_BYTES} bytes")));
         }
-        let (format, documents) = documents(&bytes).map_err(error)?;
-        let count = documents.len();
         let mut items = Vec::new();
-        for (index, document) in documents.into_iter().enumerate() {
-            let number = index + 1;
-            sort(number, document, &mut items).map_err(|message| {
-                error(if count > 1 {
-                    format!("document {number}: {message}")
-                } else {
-                    message
-                })
-            })?;
-        }
+        let (format, count) =
+            each_document(&bytes, |number, document| sort(number, document, &mut items)).map_err(error)?;
         if items.is_empty() {
             return Err(error(format!("no object in it: {WANTED}")));
         }
@@ -219,40 +224,36 @@ impl Input {
         }
     }
 
-    /// Every item's request, read as the server reads it. A PV the webhook cannot read
-    /// is an error, named by its field path in the input; so is an AdmissionReview's
-    /// object, unless its answer (`-o review`) is what is asked for.
-    fn prepare(&self, output: ReviewOutput) -> Result<Vec<(&Item, Option<Request>)>, CommandError> {
-        let mut prepared = Vec::with_capacity(self.items.len());
-        let mut created = 0;
-        for item in &self.items {
-            let request = match &item.what {
-                What::Other => None,
-                What::Review(body) => {
-                    let request = parse_review(body).map_err(|error| self.review_error(item.document, error))?;
-                    if output != ReviewOutput::Review
-                        && let Some(Err(reason)) = request.object.as_ref().map(ReviewObject::persistent_volume)
-                    {
-                        return Err(self.error(item.document, reason));
-                    }
-                    Some(request)
+    /// The request of the `index`th item (none for an object not sent to the webhook),
+    /// read as the server reads it. A PV the webhook cannot read is an error, named by
+    /// its field path in the input; so is an AdmissionReview's object, unless its answer
+    /// (`-o review`) is what is asked for.
+    fn request(&self, index: usize, output: ReviewOutput) -> Result<Option<Request>, CommandError> {
+        let item = &self.items[index];
+        let request = match &item.what {
+            What::Other => return Ok(None),
+            What::Review(body) => {
+                let request = parse_review(body).map_err(|error| self.review_error(item.document, error))?;
+                if output != ReviewOutput::Review
+                    && let Some(Err(reason)) = request.object.as_ref().map(ReviewObject::persistent_volume)
+                {
+                    return Err(self.error(item.document, reason));
                 }
-                What::Pv { path } => {
-                    created += 1;
-                    let uid = format!("00000000-0000-0000-0000-{created:012}");
-                    let body = create_review(&item.object, &uid).map_err(|error| self.error(item.document, error))?;
-                    let request = parse_review(&body).map_err(|error| self.error(item.document, error))?;
-                    if let Some(Err(reason)) = request.object.as_ref().map(ReviewObject::persistent_volume) {
-                        // The path within the review built for it, made the path in the input.
-                        let reason = reason.strip_prefix("request.object.").unwrap_or(reason);
-                        return Err(self.error(item.document, format!("{path}{reason}")));
-                    }
-                    Some(request)
+                request
+            }
+            What::Pv { path } => {
+                let uid = format!("00000000-0000-0000-0000-{:012}", index + 1);
+                let body = create_review(&item.object(), &uid).map_err(|error| self.error(item.document, error))?;
+                let request = parse_review(&body).map_err(|error| self.error(item.document, error))?;
+                if let Some(Err(reason)) = request.object.as_ref().map(ReviewObject::persistent_volume) {
+                    // The path within the review built for it, made the path in the input.
+                    let reason = reason.strip_prefix("request.object.").unwrap_or(reason);
+                    return Err(self.error(item.document, format!("{path}{reason}")));
                 }
-            };
-            prepared.push((item, request));
-        }
-        Ok(prepared)
+                request
+            }
+        };
+        Ok(Some(request))
     }
 
     /// An AdmissionReview that cannot be answered; on stdin without `--file`, with how to
@@ -288,23 +289,45 @@ fn read_at_most(reader: &mut dyn Read, limit: usize) -> Result<Vec<u8>, String> 
     Ok(bytes)
 }
 
-/// The documents of `bytes`: JSON (one or several values) when it starts with `{` or
-/// `[`, else YAML (`---`-separated documents; JSON is YAML too).
-fn documents(bytes: &[u8]) -> Result<(Format, Vec<Value>), String> {
+/// Gives each document of `bytes` in turn to `each`, with its number from 1: JSON (one
+/// or several values) when it starts with `{` or `[`, else YAML (`---`-separated
+/// documents; JSON is YAML too). One at a time: only the items sorted out of them are
+/// kept. Returns the format and how many documents there are.
+fn each_document(
+    bytes: &[u8],
+    each: impl FnMut(usize, Value) -> Result<(), String>,
+) -> Result<(Format, usize), String> {
     let first = bytes.iter().find(|byte| !byte.is_ascii_whitespace());
     if matches!(first, Some(b'{' | b'[')) {
         let documents = serde_json::Deserializer::from_slice(bytes)
             .into_iter::<Value>()
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("not JSON: {e}"))?;
-        return Ok((Format::Json, documents));
+            .map(|document| document.map_err(|e| format!("not JSON: {e}")));
+        return Ok((Format::Json, walk(documents, each)?));
     }
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let mut documents = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(text) {
-        documents.push(Value::deserialize(document).map_err(|e| format!("not YAML: {e}"))?);
+    let documents = serde_yaml_ng::Deserializer::from_str(text)
+        .map(|document| Value::deserialize(document).map_err(|e| format!("not YAML: {e}")));
+    Ok((Format::Yaml, walk(documents, each)?))
+}
+
+/// Gives each document to `each`; its error names the document if there are several.
+fn walk(
+    documents: impl Iterator<Item = Result<Value, String>>,
+    mut each: impl FnMut(usize, Value) -> Result<(), String>,
+) -> Result<usize, String> {
+    let mut documents = documents.peekable();
+    let mut count = 0;
+    while let Some(document) = documents.next() {
+        count += 1;
+        each(count, document?).map_err(|message| {
+            if count > 1 || documents.peek().is_some() {
+                format!("document {count}: {message}")
+            } else {
+                message
+            }
+        })?;
     }
-    Ok((Format::Yaml, documents))
+    Ok(count)
 }
 
 /// Sorts one document into items: a PV, each PV of a List, an AdmissionReview, another
@@ -328,12 +351,10 @@ fn sort(document: usize, value: Value, items: &mut Vec<Item>) -> Result<(), Stri
     match kind.as_str() {
         "" => return Err(format!("it has no `kind`: {WANTED}")),
         "AdmissionReview" => {
-            let body = serde_json::to_vec(&value).map_err(|e| e.to_string())?;
-            let object = value.pointer("/request/object").cloned().unwrap_or(Value::Null);
             items.push(Item {
                 document,
-                what: What::Review(body),
-                object,
+                what: What::Review(json(&value)?),
+                object: Vec::new(),
             });
         }
         "PersistentVolume" => {
@@ -341,7 +362,7 @@ fn sort(document: usize, value: Value, items: &mut Vec<Item>) -> Result<(), Stri
             items.push(Item {
                 document,
                 what: What::Pv { path: String::new() },
-                object: value,
+                object: json(&value)?,
             });
         }
         "List" | "PersistentVolumeList" => {
@@ -378,17 +399,21 @@ fn sort(document: usize, value: Value, items: &mut Vec<Item>) -> Result<(), Stri
                 items.push(Item {
                     document,
                     what,
-                    object: item,
+                    object: json(&item)?,
                 });
             }
         }
         _ => items.push(Item {
             document,
             what: What::Other,
-            object: value,
+            object: json(&value)?,
         }),
     }
     Ok(())
+}
+
+fn json(value: &Value) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(value).map_err(|e| e.to_string())
 }
 
 /// `PersistentVolume NAME`, as the request names its object.
