@@ -21,7 +21,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use logging::{LogArgs, LogEnv, LogFormat, LogLevel, LogLevelError, init_logging};
-pub use usage::{Usage, usage_error_line};
+use usage::Usage;
+pub use usage::usage_error_line;
 
 /// What differs between the programs at their edge.
 #[derive(Debug, Clone, Copy)]

@@ -16,7 +16,7 @@ use crate::LogArgs;
 
 /// A command line that did not give a program to run.
 #[derive(Debug)]
-pub enum Usage {
+pub(crate) enum Usage {
     /// `--help`, `--version` or `help`: clap's text, for stdout, and exit status 0.
     Shown(clap::Error),
     /// A mistake, as one line (without the program's prefix), for stderr and exit
