@@ -289,7 +289,7 @@ pub struct GcpCacheArgs {
 pub struct ExplainArgs {
     /// kubelet CredentialProviderConfig: a JSON or YAML file, or a
     /// directory (or give it as the first operand, as check-config takes it).
-    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CONFIG", value_name = "PATH")]
+    #[arg(long, env = CONFIG_VARIABLE, value_name = "PATH")]
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -303,25 +303,16 @@ pub struct ExplainArgs {
 impl ExplainArgs {
     /// The config and the image, however the config was given.
     pub fn config_and_image(&self) -> Result<(PathBuf, String), String> {
-        let (config, image) = match (&self.config, self.operands.as_slice()) {
-            (Some(config), [image]) => (config.clone(), image),
-            (None, [config, image]) => (PathBuf::from(config), image),
-            (None, [_]) => {
-                return Err(
-                    "explain needs the config and the image: explain PATH IMAGE, or explain --config PATH IMAGE \
-                     (or CLOUD_CREDENTIAL_PROVIDER_CONFIG); one IMAGE was given"
-                        .into(),
-                );
-            }
-            (Some(_), _) => {
-                return Err(
-                    "the config is given twice, with --config (or CLOUD_CREDENTIAL_PROVIDER_CONFIG) and as PATH: \
-                     give one, then IMAGE"
-                        .into(),
-                );
-            }
-            (None, _) => return Err("explain takes [PATH] IMAGE (see --help)".into()),
+        let (operand, image) = match self.operands.as_slice() {
+            [image] => (None, image),
+            [config, image] => (Some(std::path::Path::new(config)), image),
+            _ => return Err("explain takes [PATH] IMAGE (see --help)".into()),
         };
+        let config = choose_config(self.config.as_deref(), operand)?.ok_or_else(|| {
+            "explain needs the config and the image: explain PATH IMAGE, or explain --config PATH IMAGE (or \
+             CLOUD_CREDENTIAL_PROVIDER_CONFIG); only IMAGE was given"
+                .to_owned()
+        })?;
         let image = image
             .to_str()
             .ok_or_else(|| format!("IMAGE {image:?} is not UTF-8 text"))?
@@ -330,19 +321,36 @@ impl ExplainArgs {
     }
 }
 
+/// The variable both tools read the config from.
+pub const CONFIG_VARIABLE: &str = "CLOUD_CREDENTIAL_PROVIDER_CONFIG";
+
+/// The config from `--config` and from the PATH operand: the command line
+/// wins over the environment (PATH over [`CONFIG_VARIABLE`]), but both on
+/// the command line is a mistake. clap keeps no value's source in the
+/// derived struct: `--config` equal to the variable is taken as the
+/// variable's.
+fn choose_config(flag: Option<&std::path::Path>, operand: Option<&std::path::Path>) -> Result<Option<PathBuf>, String> {
+    match (flag, operand) {
+        (Some(flag), Some(operand)) => {
+            let from_variable = std::env::var_os(CONFIG_VARIABLE).is_some_and(|v| std::path::Path::new(&v) == flag);
+            if from_variable {
+                Ok(Some(operand.to_owned()))
+            } else {
+                Err("the config is given twice, with --config and as PATH: give one".into())
+            }
+        }
+        (flag, operand) => Ok(operand.or(flag).map(ToOwned::to_owned)),
+    }
+}
+
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("config_file").required(true).args(["path", "config"])))]
+#[command(group(clap::ArgGroup::new("config_file").required(true).multiple(true).args(["path", "config"])))]
 pub struct CheckConfigArgs {
     /// kubelet CredentialProviderConfig: a JSON or YAML file, or a directory.
     #[arg(value_name = "PATH")]
     pub path: Option<PathBuf>,
     /// The config, as explain takes it (instead of PATH).
-    #[arg(
-        long,
-        env = "CLOUD_CREDENTIAL_PROVIDER_CONFIG",
-        value_name = "PATH",
-        conflicts_with = "path"
-    )]
+    #[arg(long, env = CONFIG_VARIABLE, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// kubelet's --image-credential-provider-bin-dir: entries whose binary
     /// there is this plugin under another name (a link or a copy) are
@@ -369,13 +377,9 @@ pub struct CheckConfigArgs {
 }
 
 impl CheckConfigArgs {
-    /// The config, however it was given.
-    pub fn config_path(&self) -> &std::path::Path {
-        // clap's group makes one of them present.
-        self.path
-            .as_deref()
-            .or(self.config.as_deref())
-            .unwrap_or(std::path::Path::new(""))
+    /// The config, however it was given (clap's group makes one present).
+    pub fn config_path(&self) -> Result<PathBuf, String> {
+        Ok(choose_config(self.config.as_deref(), self.path.as_deref())?.unwrap_or_default())
     }
 }
 

@@ -126,7 +126,7 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
                 },
                 plugin_exe: kubelet_config::plugin::this_exe(),
             };
-            let report = kubelet_config::check(args.config_path(), &options);
+            let report = kubelet_config::check(&args.config_path().map_err(Error::Usage)?, &options);
             write_all(stdout, report.render(args.output.format).as_bytes())?;
             Ok(report.exit_code())
         }

@@ -314,6 +314,12 @@ fn check_config_and_explain_take_the_file_both_ways() {
     let twice = run(&["explain", "--config", &path, &path, image], b"");
     assert_eq!(twice.status, 1);
     assert!(twice.stderr.contains("--config"), "{}", twice.stderr);
+    // The command line wins over the environment: PATH over the variable.
+    let elsewhere = [("CLOUD_CREDENTIAL_PROVIDER_CONFIG", "/nonexistent/config.yaml")];
+    let out = run_with_env(&["check-config", &path], b"", &elsewhere);
+    assert_eq!((out.status, &out.stderr), (0, &String::new()), "{}", out.stdout);
+    let out = run_with_env(&["explain", &path, image], b"", &elsewhere);
+    assert_eq!((out.status, &out.stdout), (0, &flag.stdout), "{}", out.stderr);
     let no_image = run(&["explain", &path], b"");
     assert_eq!(no_image.status, 1);
     assert!(no_image.stderr.contains("IMAGE"), "{}", no_image.stderr);
