@@ -119,7 +119,7 @@ struct Item {
     /// Which document it is in, from 1.
     document: usize,
     what: What,
-    /// The PV or other object as compact JSON (a tenth of its `Value`'s memory); empty
+    /// The PV or other object as compact JSON (much smaller than its `Value`); empty
     /// for an AdmissionReview, whose object is in its body.
     object: Vec<u8>,
 }
