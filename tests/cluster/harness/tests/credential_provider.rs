@@ -241,6 +241,60 @@ fn static_manifest_through_kubelets_keyring() {
     }
 }
 
+/// What check-config reports for an entry whose command line our plugin
+/// refuses (a typo'd flag, a bad value in its env) is what kubelet gets
+/// from the plugin at every pull: kubelet's own exec runs it, finds no
+/// credentials (so it pulls anonymously), and the plugin's stderr holds
+/// exactly the line check-config showed (issue 25 item 8). About 0.3 s.
+#[test]
+fn check_configs_refusals_are_what_kubelet_gets_at_a_pull() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bin, calls) = counting_bin_dir(tmp.path());
+    // manifest_copy writes tmp/static.yaml: each case is moved aside.
+    let case = |name: &str, edit: &dyn Fn(&mut serde_yaml_ng::Mapping)| {
+        let path = tmp.path().join(name);
+        std::fs::rename(manifest_copy(tmp.path(), "static.yaml", edit), &path).unwrap();
+        path
+    };
+    let typo = case("typo.yaml", &|p| {
+        set_arg(p, "--docker-config", &docker_config_fixture());
+        let args = p.get_mut("args").and_then(Yaml::as_sequence_mut).expect("args");
+        args.push(Yaml::from("--cache-duraton=10m"));
+    });
+    let in_env = case("in-env.yaml", &|p| {
+        set_arg(p, "--docker-config", &docker_config_fixture());
+        set_env(p, "CLOUD_CREDENTIAL_PROVIDER_LOG_LEVEL", "loud");
+    });
+    let cases = [(typo, "providers[0].args"), (in_env, "providers[0].env[0]")];
+    for (n, (config, field)) in cases.iter().enumerate() {
+        let out = Command::new(provider_binary())
+            .args(["check-config", "-o", "json"])
+            .arg(config)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["problems"][0]["field"], *field, "{report}");
+        let says = report["problems"][0]["plugin_says"]
+            .as_str()
+            .expect("the plugin's line")
+            .to_owned();
+        let run = keyring(config, &bin, &[], &["registry.example.com/app"]);
+        assert_eq!(
+            run.lookups["registry.example.com/app"],
+            vec![],
+            "kubelet got credentials"
+        );
+        assert_eq!(runs(&calls), n + 1, "kubelet ran the plugin once");
+        let logged = plugin_stderr(tmp.path());
+        assert_eq!(
+            logged.lines().last(),
+            Some(says.as_str()),
+            "check-config said {says:?}, the plugin {logged:?}"
+        );
+    }
+}
+
 #[test]
 fn static_manifest_in_every_protocol_version() {
     // kubelet writes the request and strictly decodes the answer in the
