@@ -12,6 +12,11 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The namespace of every object: namespace.name, else the release's. */}}
+{{- define "pvtw.namespace" -}}
+{{- default .Release.Namespace .Values.namespace.name -}}
+{{- end -}}
+
 {{- define "pvtw.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "pvtw.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}

@@ -28,6 +28,9 @@ use serde_json::{Value, json};
 
 const RELEASE: &str = "pv-topology-webhook";
 const NAMESPACE: &str = "pv-topology-webhook";
+/// The chart refuses to render without an image of the user's (its default is a
+/// placeholder): the tests name the one `make image` builds.
+const IMAGE: [&str; 2] = ["--set", "image.repository=localhost/pv-topology-webhook"];
 
 fn chart() -> PathBuf {
     workspace_root().join("charts/pv-topology-webhook")
@@ -49,16 +52,42 @@ impl Helm {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(cluster_bin("helm"));
+        cmd.args(args);
+        self.environment(&mut cmd);
+        cmd
+    }
+
+    /// `bash -euo pipefail -c script` in `dir`, as a user runs a documented
+    /// command: this helm and the webhook's binary first on PATH, this helm's
+    /// homes and kubeconfig; nothing in the script replaced.
+    fn shell(&self, script: &str, dir: &Path) -> Output {
+        let webhook = cluster_harness::workspace_binary("pv-topology-webhook", "PV_TOPOLOGY_WEBHOOK_BIN");
+        let path = std::env::join_paths(
+            [
+                cluster_bin("helm").parent().unwrap().to_path_buf(),
+                webhook.parent().unwrap().to_path_buf(),
+            ]
+            .into_iter()
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+        )
+        .unwrap();
+        let mut cmd = Command::new("bash");
+        cmd.args(["-euo", "pipefail", "-c", script])
+            .current_dir(dir)
+            .env("PATH", path);
+        self.environment(&mut cmd);
+        cmd.output().unwrap()
+    }
+
+    fn environment(&self, cmd: &mut Command) {
         let home = self.home.path();
-        cmd.args(args)
-            .env("HELM_CACHE_HOME", home.join("cache"))
+        cmd.env("HELM_CACHE_HOME", home.join("cache"))
             .env("HELM_CONFIG_HOME", home.join("config"))
             .env("HELM_DATA_HOME", home.join("data"))
             .env(
                 "KUBECONFIG",
                 self.kubeconfig.clone().unwrap_or_else(|| home.join("no-kubeconfig")),
             );
-        cmd
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -70,10 +99,17 @@ impl Helm {
         self.command(args).output().unwrap()
     }
 
-    /// `helm template` of the chart as release `pv-topology-webhook`.
+    /// `helm template` of the chart as release `pv-topology-webhook` in its
+    /// namespace, with the tests' image.
     fn template(&self, extra: &[&str]) -> Vec<Value> {
+        self.template_in(NAMESPACE, extra)
+    }
+
+    /// `helm template` with the release in `namespace`.
+    fn template_in(&self, namespace: &str, extra: &[&str]) -> Vec<Value> {
         let chart = chart();
-        let mut args = vec!["template", RELEASE, chart.to_str().unwrap(), "--namespace", NAMESPACE];
+        let mut args = vec!["template", RELEASE, chart.to_str().unwrap(), "--namespace", namespace];
+        args.extend(IMAGE);
         args.extend_from_slice(extra);
         objects(&self.ok(&args))
     }
@@ -231,12 +267,19 @@ fn the_chart_renders_what_kustomize_renders() {
             .map(|o| (key(&o), normalize(o)))
             .collect();
         let values_path = values.map(|v| chart().join(v));
-        let mut args = vec!["--set", "namespace.create=true"];
+        // The chart's own Namespace, as the base's: the release kept in another
+        // namespace (docs/webhook.md, "Install with Helm").
+        let mut args = vec![
+            "--set",
+            "namespace.create=true",
+            "--set",
+            "namespace.name=pv-topology-webhook",
+        ];
         if let Some(path) = &values_path {
             args.extend(["--values", path.to_str().unwrap()]);
         }
         let helm_objects: BTreeMap<String, Value> = helm
-            .template(&args)
+            .template_in("default", &args)
             .into_iter()
             .map(|o| (key(&o), normalize(o)))
             .collect();
@@ -266,9 +309,9 @@ fn the_chart_renders_what_kustomize_renders() {
 }
 
 /// The Deployment's arguments are ones `pv-topology-webhook`'s command line
-/// accepts: run with them, it does not stop with a usage error (exit 2) but
-/// later, at the missing rules or TLS files (exit 1), or is still starting
-/// after 10 s.
+/// accepts: run with them, it does not stop with a usage error (exit 1, the
+/// line ending "see --help)", as every usage error of the suite's programs) but
+/// later, at the missing rules or TLS files, or is still starting after 10 s.
 fn assert_args_parse(rendered: &[Value], what: &str) {
     let deployment = rendered
         .iter()
@@ -305,9 +348,8 @@ fn assert_args_parse(rendered: &[Value], what: &str) {
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     eprintln!("{what}: {args:?}: {:?} {}", status.map(|s| s.code()), stderr.trim());
-    assert_ne!(
-        status.and_then(|s| s.code()),
-        Some(2),
+    assert!(
+        status.is_none_or(|s| s.code() != Some(2)) && !stderr.trim_end().ends_with("see --help)"),
         "{what}: the Deployment's args {args:?}: {stderr}"
     );
 }
@@ -317,13 +359,21 @@ fn helm_lint_strict_passes_with_every_values_file() {
     let helm = Helm::new(None);
     let chart = chart();
     let chart = chart.to_str().unwrap();
-    eprintln!("{}", helm.ok(&["lint", "--strict", chart]));
+    eprintln!("{}", helm.ok(&["lint", "--strict", chart, IMAGE[0], IMAGE[1]]));
     for (_, values) in EQUIVALENTS {
         if let Some(v) = values {
             let path = Path::new(chart).join(v);
             eprintln!(
                 "{}",
-                helm.ok(&["lint", "--strict", chart, "--values", path.to_str().unwrap()])
+                helm.ok(&[
+                    "lint",
+                    "--strict",
+                    chart,
+                    IMAGE[0],
+                    IMAGE[1],
+                    "--values",
+                    path.to_str().unwrap()
+                ])
             );
         }
     }
@@ -371,7 +421,7 @@ fn helm_lint_strict_passes_with_every_values_file() {
         ],
     ];
     for case in cases {
-        let mut args = vec!["lint", "--strict", chart];
+        let mut args = vec!["lint", "--strict", chart, IMAGE[0], IMAGE[1]];
         for s in &case {
             match s.strip_prefix("file:") {
                 Some(file) => args.extend(["--set-file", file]),
@@ -401,50 +451,160 @@ fn helm_lint_strict_passes_with_every_values_file() {
     }
 }
 
+/// The schema's checked formats: a value that does not match `pattern` must equal
+/// `const`, the `description`, which is what helm prints (helm v3.22 prints a bare
+/// `pattern` as the regular expression, and no `description`):
+/// `{"description": D, "if": {"not": {"pattern": P}}, "then": {"const": D, "pattern": P}}`.
+/// Returns the descriptions; panics naming any `pattern` outside that shape or an `if`.
+fn checked_formats(node: &Value, at: &str, in_if: bool, found: &mut Vec<String>) {
+    match node {
+        Value::Object(map) => {
+            let mut checked_then = false;
+            if let (Some(Value::String(p)), Some(then)) = (node.pointer("/if/not/pattern"), map.get("then")) {
+                let description = map.get("description").and_then(Value::as_str);
+                assert!(
+                    description.is_some() && then["const"].as_str() == description && then["pattern"] == **p,
+                    "{at}: a checked format needs description == then.const and then.pattern == if.not.pattern: {node}"
+                );
+                found.push(description.unwrap_or_default().to_owned());
+                checked_then = true;
+            }
+            assert!(
+                in_if || !map.contains_key("pattern"),
+                "{at}: a bare pattern, which helm prints as the regular expression: write it as a checked format"
+            );
+            for (k, child) in map {
+                let inside = in_if || k == "if" || (k == "then" && checked_then);
+                checked_formats(child, &format!("{at}/{k}"), inside, found);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                checked_formats(item, &format!("{at}/{i}"), in_if, found);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[test]
 fn bad_values_fail_on_the_schema_with_a_message() {
     let helm = Helm::new(None);
     let chart = chart();
     let chart = chart.to_str().unwrap();
-    // (--set, words the message must hold)
-    let cases: [(&[&str], &[&str]); 8] = [
+    let schema: Value =
+        serde_json::from_slice(&std::fs::read(Path::new(chart).join("values.schema.json")).unwrap()).unwrap();
+    let mut descriptions = Vec::new();
+    checked_formats(&schema, "values.schema.json#", false, &mut descriptions);
+    // How to get an image, which the default (a placeholder) and an empty repository
+    // are refused with.
+    let build_and_push: &[&str] = &[
+        "at '/image/repository'",
+        "make image",
+        "skopeo copy oci-archive:target/image/pv-topology-webhook.tar docker://",
+        "podman push",
+        "--set image.repository=",
+    ];
+    // (--set after the tests' image, words the message must hold)
+    let cases: Vec<(Vec<&str>, &[&str])> = vec![
         (
-            &["webhook.failurePolicy=Sometimes"],
+            vec!["webhook.failurePolicy=Sometimes"],
             &["failurePolicy", "Fail", "Ignore"],
         ),
-        (&["replicas=0"], &["replicas", "minimum"]),
-        (&["replica=2"], &["replica", "additional"]),
-        (&["lookupTimeout=2 seconds"], &["lookupTimeout"]),
-        (&["webhook.timeoutSeconds=60"], &["timeoutSeconds"]),
-        (&["certificates.source=secret"], &["caBundle"]),
-        (&["certificates.source=vault"], &["source", "cert-manager", "secret"]),
-        (&["podDisruptionBudget.minAvailable=two"], &["minAvailable"]),
+        (vec!["replicas=0"], &["replicas", "minimum"]),
+        (vec!["replica=2"], &["replica", "additional"]),
+        (
+            vec!["lookupTimeout=2 seconds"],
+            &["at '/lookupTimeout'", "a Go duration"],
+        ),
+        (vec!["webhook.timeoutSeconds=60"], &["timeoutSeconds"]),
+        (
+            vec!["certificates.source=secret"],
+            &["at '/certificates/caBundle'", "pv-topology-webhook certs"],
+        ),
+        (vec!["certificates.source=vault"], &["source", "cert-manager", "secret"]),
+        (
+            vec!["certificates.caBundle=not base64!"],
+            &["at '/certificates/caBundle'", "base64"],
+        ),
+        (
+            vec!["podDisruptionBudget.minAvailable=two"],
+            &["at '/podDisruptionBudget/minAvailable'", "percentage"],
+        ),
+        (
+            vec!["podDisruptionBudget.maxUnavailable=two"],
+            &["at '/podDisruptionBudget/maxUnavailable'", "percentage"],
+        ),
+        (vec!["image.digest=sha256:abc"], &["at '/image/digest'", "sha256:"]),
+        (vec!["extraArgs={-v}"], &["at '/extraArgs/0'", "--"]),
+        (vec!["aws.region=Europe"], &["at '/aws/region'", "eu-west-1"]),
+        (
+            vec!["namespace.name=Pv_Topology"],
+            &["at '/namespace/name'", "DNS label"],
+        ),
+        (
+            vec!["namespace.create=true"],
+            &[
+                "at '/namespace/name'",
+                "namespace.create needs namespace.name",
+                "--namespace default",
+            ],
+        ),
+        (
+            vec!["image.repository=registry.example.invalid/pv-topology-webhook"],
+            build_and_push,
+        ),
+        (
+            vec!["image.repository=registry.example.invalid:5000/webhook"],
+            build_and_push,
+        ),
+        (vec!["image.repository="], build_and_push),
     ];
-    for (sets, words) in cases {
-        let mut args = vec!["template", RELEASE, chart];
-        for s in sets {
-            args.extend(["--set", s]);
-        }
-        let out = helm.output(&args);
+    let mut printed = String::new();
+    let mut check = |args: &[&str], words: &[&str]| {
+        let out = helm.output(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        eprintln!("{sets:?}: {}", stderr.trim());
-        assert!(!out.status.success(), "{sets:?} was accepted");
+        eprintln!("{:?}: {}", &args[3..], stderr.trim());
+        assert!(!out.status.success(), "{args:?} was accepted");
         assert!(
             stderr.contains("values don't meet the specifications of the schema"),
-            "{sets:?}: {stderr}"
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("does not match pattern"),
+            "{args:?}: a bare pattern printed: {stderr}"
         );
         for w in words {
             assert!(
                 stderr.contains(w),
-                "{sets:?}: the message does not name {w:?}: {stderr}"
+                "{args:?}: the message does not name {w:?}: {stderr}"
             );
         }
+        printed.push_str(&stderr);
+    };
+    // The chart's defaults: no image of the user's.
+    check(&["template", RELEASE, chart], build_and_push);
+    for (sets, words) in &cases {
+        let mut args = vec!["template", RELEASE, chart, IMAGE[0], IMAGE[1]];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        check(&args, words);
+    }
+    // Every checked format's description is what a bad value prints.
+    for d in &descriptions {
+        assert!(
+            printed.contains(&format!("value must be '{d}'")),
+            "no case prints the description {d:?}: add one"
+        );
     }
     // A required value with its own message.
     let out = helm.output(&[
         "template",
         RELEASE,
         chart,
+        IMAGE[0],
+        IMAGE[1],
         "--set",
         "azure.diskLookup=true",
         "--set",
@@ -453,6 +613,30 @@ fn bad_values_fail_on_the_schema_with_a_message() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && stderr.contains("azure.config.json is required"),
+        "{stderr}"
+    );
+    // The chart's own Namespace cannot be the release's: helm keeps the release
+    // record there before it creates any object.
+    let out = helm.output(&[
+        "template",
+        RELEASE,
+        chart,
+        "--namespace",
+        NAMESPACE,
+        IMAGE[0],
+        IMAGE[1],
+        "--set",
+        "namespace.create=true",
+        "--set",
+        "namespace.name=pv-topology-webhook",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("namespace.create in the release's namespace: {}", stderr.trim());
+    assert!(
+        !out.status.success()
+            && stderr.contains("namespace.create")
+            && stderr.contains("--namespace default")
+            && stderr.contains("--create-namespace"),
         "{stderr}"
     );
 }
@@ -557,12 +741,128 @@ async fn assert_webhook_points_at_the_service(client: &kube::Client, discovery: 
 }
 
 fn release_manifest(helm: &Helm) -> Vec<Value> {
-    objects(&helm.ok(&["get", "manifest", RELEASE, "--namespace", NAMESPACE]))
+    release_manifest_in(helm, NAMESPACE)
+}
+
+fn release_manifest_in(helm: &Helm, release_namespace: &str) -> Vec<Value> {
+    objects(&helm.ok(&["get", "manifest", RELEASE, "--namespace", release_namespace]))
+}
+
+/// The commands of the first `sh` block of docs/webhook.md's section `heading`:
+/// comment lines dropped, `\` continuations joined; the test runs them as written.
+fn documented_commands(heading: &str) -> Vec<String> {
+    let doc = std::fs::read_to_string(workspace_root().join("docs/webhook.md")).unwrap();
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with(heading))
+        .unwrap_or_else(|| panic!("docs/webhook.md has no section {heading:?}"));
+    let block = section
+        .split_once("```sh\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .map(|(block, _)| block)
+        .unwrap_or_else(|| panic!("docs/webhook.md, {heading:?}: no sh block"));
+    let mut commands = Vec::new();
+    let mut command = String::new();
+    for line in block.lines().map(str::trim) {
+        if command.is_empty() && (line.is_empty() || line.starts_with('#')) {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => command.push_str(part),
+            None => {
+                command.push_str(line);
+                commands.push(std::mem::take(&mut command));
+            }
+        }
+    }
+    assert!(command.is_empty(), "{heading:?}: a command ends in \\: {command}");
+    commands
+}
+
+/// The value of `--flag VALUE` or `--flag=VALUE` in a documented command.
+fn flag_value<'a>(command: &'a str, flag: &str) -> Option<&'a str> {
+    let mut words = command.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == flag {
+            return words.next();
+        }
+        if let Some(v) = w.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// A documented `helm install` or `helm upgrade`, run as written in `dir`; then
+/// what it made, checked in the apiserver: the release deployed, every object of
+/// its manifest stored, the image the command names in the Deployment, the
+/// webhook configurations pointing at the chart's Service in the objects'
+/// namespace, and the failure policy stored. Returns the release's namespace.
+async fn run_documented(helm: &Helm, client: &kube::Client, command: &str, dir: &Path, failure_policy: &str) -> String {
+    let t0 = std::time::Instant::now();
+    let out = helm.shell(command, dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("$ {command}\n{}{}({:.1?})", stdout, stderr, t0.elapsed());
+    assert!(
+        out.status.success(),
+        "the documented command failed: {command}\n{stderr}"
+    );
+    let release_namespace = flag_value(command, "--namespace")
+        .or_else(|| flag_value(command, "-n"))
+        .unwrap_or("default")
+        .to_owned();
+    let status: Value =
+        serde_json::from_str(&helm.ok(&["status", RELEASE, "--namespace", &release_namespace, "--output", "json"]))
+            .unwrap();
+    assert_eq!(status["info"]["status"], "deployed", "{command}");
+    let manifest = release_manifest_in(helm, &release_namespace);
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    for o in &manifest {
+        let api = api_for(client, &discovery, o).unwrap_or_else(|| panic!("{} not served", key(o)));
+        api.get(o["metadata"]["name"].as_str().unwrap())
+            .await
+            .unwrap_or_else(|e| panic!("{command}: {}: {e}", key(o)));
+    }
+    assert_webhook_points_at_the_service(client, &discovery, &manifest).await;
+    let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), NAMESPACE)
+        .get(RELEASE)
+        .await
+        .unwrap();
+    let image = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone();
+    // The image the command set (with --reuse-values, the one set before).
+    let values = &status["config"]["image"];
+    let (Some(repository), Some(tag)) = (values["repository"].as_str(), values["tag"].as_str()) else {
+        panic!(
+            "{command}: sets no image.repository and image.tag: {}",
+            status["config"]
+        );
+    };
+    assert_eq!(
+        image.as_deref(),
+        Some(format!("{repository}:{tag}").as_str()),
+        "{command}"
+    );
+    let config = Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(client.clone())
+        .get(RELEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        config.webhooks.unwrap()[0].failure_policy.as_deref(),
+        Some(failure_policy),
+        "{command}"
+    );
+    release_namespace
 }
 
 #[tokio::test]
 async fn helm_install_upgrade_uninstall_in_the_real_apiserver() {
-    let cluster = TestCluster::start().await;
+    let mut cluster = TestCluster::start().await;
+    // The namespace controller deletes the chart's own Namespace in part 0
+    // (started now, it is ready by then).
+    cluster.start_controller_manager(&["namespace-controller"]).unwrap();
     let client = cluster.client();
     let helm = Helm::new(Some(&cluster.kubeconfig));
     let chart = chart();
@@ -594,6 +894,80 @@ async fn helm_install_upgrade_uninstall_in_the_real_apiserver() {
     );
     assert_eq!(skipped.len(), 5, "{skipped:?}");
 
+    // The kinds of cert-manager mode (the default) and the ServiceMonitor,
+    // served from stub CRDs (open schemas: what is checked is that helm
+    // installs, upgrades and removes them, not cert-manager's validation).
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+        )),
+    );
+    for (group, kind, plural) in [
+        ("cert-manager.io", "Issuer", "issuers"),
+        ("cert-manager.io", "Certificate", "certificates"),
+        ("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+    ] {
+        let crd: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{group}")},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        }))
+        .unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    // Wait until they are served.
+    let mut served = false;
+    for _ in 0..100 {
+        // A group just listed may not be served yet (404): try again.
+        let d = Discovery::new(client.clone()).run().await;
+        if d.is_ok_and(|d| rendered.iter().all(|o| api_for(&client, &d, o).is_some())) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(served, "the stub CRDs were not served");
+
+    // 0. The documented install with the chart's own Namespace (docs/webhook.md,
+    //    "Install with Helm"; all of them in part 5), run as written in a
+    //    directory holding the workspace's charts/. First, because helm cannot
+    //    take over a namespace that exists, as the later parts' does; its
+    //    uninstall deletes the Namespace, which the namespace controller
+    //    finalizes, as in a cluster.
+    let t0 = std::time::Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(workspace_root().join("charts"), dir.path().join("charts")).unwrap();
+    let installs = documented_commands("Install with Helm");
+    assert!(
+        installs.len() >= 4 && installs.iter().all(|c| c.starts_with("helm install ")),
+        "{installs:?}"
+    );
+    let (own_namespace, others): (Vec<&String>, Vec<&String>) =
+        installs.iter().partition(|c| c.contains("namespace.create=true"));
+    let [command] = own_namespace.as_slice() else {
+        panic!("not one documented install with the chart's own Namespace: {own_namespace:?}");
+    };
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    assert!(namespaces.get_opt(NAMESPACE).await.unwrap().is_none());
+    let release_namespace = run_documented(&helm, &client, command, dir.path(), "Fail").await;
+    assert_ne!(release_namespace, NAMESPACE, "{command}");
+    let labels = namespaces.get(NAMESPACE).await.unwrap().metadata.labels.unwrap();
+    assert_eq!(labels["pod-security.kubernetes.io/enforce"], "restricted", "{labels:?}");
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{labels:?}");
+    uninstall_documented(&helm, &client, &release_namespace).await;
+    wait_until_gone(&namespaces, NAMESPACE).await;
+    let own_namespace_took = t0.elapsed();
+
     // 1. Certificates from a Secret, with the Azure lookup and its config Secret.
     let pki = cluster_harness::Pki::generate().unwrap();
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&pki.ca.cert);
@@ -602,6 +976,8 @@ async fn helm_install_upgrade_uninstall_in_the_real_apiserver() {
     let ca_set = format!("certificates.caBundle={ca_bundle}");
     let azure_json_set = format!("azure.config.json={}", azure_json.display());
     let install: Vec<&str> = vec![
+        IMAGE[0],
+        IMAGE[1],
         "--namespace",
         NAMESPACE,
         "--values",
@@ -722,48 +1098,7 @@ async fn helm_install_upgrade_uninstall_in_the_real_apiserver() {
     );
     assert_nothing_left(&client, &manifest).await;
 
-    // 4. cert-manager mode and the ServiceMonitor, their kinds served from stub
-    //    CRDs (open schemas: what is checked is that helm installs, upgrades and
-    //    removes them, not cert-manager's validation).
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-        )),
-    );
-    for (group, kind, plural) in [
-        ("cert-manager.io", "Issuer", "issuers"),
-        ("cert-manager.io", "Certificate", "certificates"),
-        ("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
-    ] {
-        let crd: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.{group}")},
-            "spec": {
-                "group": group,
-                "scope": "Namespaced",
-                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-            }
-        }))
-        .unwrap();
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    // Wait until they are served.
-    let mut served = false;
-    for _ in 0..100 {
-        let d = Discovery::new(client.clone()).run().await.unwrap();
-        if rendered.iter().all(|o| api_for(&client, &d, o).is_some()) {
-            served = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(served, "the stub CRDs were not served");
+    // 4. cert-manager mode and the ServiceMonitor, their kinds served from the stub CRDs.
     eprintln!(
         "{}",
         helm.ok(&[
@@ -772,6 +1107,8 @@ async fn helm_install_upgrade_uninstall_in_the_real_apiserver() {
             chart,
             "--namespace",
             NAMESPACE,
+            IMAGE[0],
+            IMAGE[1],
             "--set",
             "serviceMonitor.enabled=true"
         ])
@@ -826,6 +1163,8 @@ async fn helm_install_upgrade_uninstall_in_the_real_apiserver() {
             chart,
             "--namespace",
             NAMESPACE,
+            IMAGE[0],
+            IMAGE[1],
             "--set",
             "serviceMonitor.enabled=false"
         ])
@@ -847,4 +1186,93 @@ async fn helm_install_upgrade_uninstall_in_the_real_apiserver() {
         helm.ok(&["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"])
     );
     assert_nothing_left(&client, &manifest).await;
+
+    // 5. The other documented installs, run as written in the same directory.
+    let t0 = std::time::Instant::now();
+    let certs = documented_commands("Install without cert-manager");
+    let certs = certs
+        .iter()
+        .find(|c| c.starts_with("pv-topology-webhook certs "))
+        .expect("the documented certs command");
+    let out = helm.shell(certs, dir.path());
+    assert!(
+        out.status.success(),
+        "{certs}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ca_bundle = std::fs::read_to_string(dir.path().join("ca-bundle.txt")).unwrap();
+    for command in &others {
+        let policy = if command.contains("single-replica") {
+            "Ignore"
+        } else {
+            "Fail"
+        };
+        let release_namespace = run_documented(&helm, &client, command, dir.path(), policy).await;
+        if command.contains("certificates.source=secret") {
+            let config =
+                Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(client.clone())
+                    .get(RELEASE)
+                    .await
+                    .unwrap();
+            let stored = config.webhooks.unwrap()[0].client_config.ca_bundle.clone().unwrap();
+            assert_eq!(
+                base64::engine::general_purpose::STANDARD.encode(stored.0),
+                ca_bundle.trim(),
+                "{command}"
+            );
+        }
+        uninstall_documented(&helm, &client, &release_namespace).await;
+    }
+    // Ignore until the pods are ready, then Fail. kubectl is not in the tier, and
+    // no kubelet runs the pods: the wait is the one command not run.
+    match documented_commands("Failure policy").as_slice() {
+        [install, wait, upgrade] => {
+            let release_namespace = run_documented(&helm, &client, install, dir.path(), "Ignore").await;
+            assert!(
+                wait.starts_with("kubectl -n pv-topology-webhook rollout status deployment/pv-topology-webhook"),
+                "{wait}"
+            );
+            assert!(upgrade.starts_with("helm upgrade "), "{upgrade}");
+            run_documented(&helm, &client, upgrade, dir.path(), "Fail").await;
+            uninstall_documented(&helm, &client, &release_namespace).await;
+        }
+        other => panic!("docs/webhook.md, Failure policy: not install, wait, upgrade: {other:?}"),
+    }
+    eprintln!(
+        "the documented installs: {:.1?} and {:.1?}",
+        own_namespace_took,
+        t0.elapsed()
+    );
+}
+
+async fn wait_until_gone(namespaces: &Api<k8s_openapi::api::core::v1::Namespace>, name: &str) {
+    for _ in 0..600 {
+        if namespaces.get_opt(name).await.unwrap().is_none() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("namespace {name} not deleted within 60 s");
+}
+
+/// `helm uninstall --wait`; then nothing of the release is left, its release
+/// records in `release_namespace` included.
+async fn uninstall_documented(helm: &Helm, client: &kube::Client, release_namespace: &str) {
+    let manifest = release_manifest_in(helm, release_namespace);
+    let t0 = std::time::Instant::now();
+    eprintln!(
+        "{}",
+        helm.ok(&["uninstall", RELEASE, "--namespace", release_namespace, "--wait"])
+    );
+    eprintln!("uninstall {:.1?}", t0.elapsed());
+    assert_nothing_left(client, &manifest).await;
+    let records = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), release_namespace)
+        .list(&ListParams::default().labels(&format!("owner=helm,name={RELEASE}")))
+        .await
+        .unwrap();
+    assert!(
+        records.items.is_empty(),
+        "helm release records left in {release_namespace}: {:?}",
+        records.iter().map(|s| s.metadata.name.clone()).collect::<Vec<_>>()
+    );
 }

@@ -26,6 +26,8 @@ fn template(sets: &[&str]) -> Vec<Value> {
     cmd.args(["template", RELEASE])
         .arg(&chart)
         .args(["--namespace", NAMESPACE])
+        // The chart refuses its placeholder image: the one `make image` builds.
+        .args(["--set", "image.repository=localhost/pv-topology-webhook"])
         .env("HELM_CACHE_HOME", home.path().join("cache"))
         .env("HELM_CONFIG_HOME", home.path().join("config"))
         .env("HELM_DATA_HOME", home.path().join("data"))
