@@ -350,3 +350,49 @@ fn variables_without_effect_are_warnings() {
     assert_eq!((status, &report["verdict"]), (0, &Value::from("valid")));
     assert_eq!(report["warnings"].as_array().map(Vec::len), Some(2), "{report}");
 }
+
+/// The variable that stops the plugin after parsing, set by mistake where
+/// kubelet runs it, fails every pull loudly (never an empty answer taken
+/// for one), and check-config refuses it in an entry's env.
+#[test]
+fn the_check_only_variable_is_never_a_silent_answer() {
+    let stdin = br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"registry.example.com/app"}"#;
+    let docker_config = data("docker-config.json").display().to_string();
+    let out = run_with_env(
+        &["static", "--docker-config", &docker_config],
+        stdin,
+        &[("CLOUD_CREDENTIAL_PROVIDER_CHECK_ONLY", "check-config")],
+    );
+    assert_eq!(out.status, 3);
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.contains("CLOUD_CREDENTIAL_PROVIDER_CHECK_ONLY is set") && out.stderr.lines().count() == 1,
+        "{}",
+        out.stderr
+    );
+    // Another value is no request to stop: the plugin answers.
+    let out = run_with_env(
+        &["static", "--docker-config", &docker_config],
+        stdin,
+        &[("CLOUD_CREDENTIAL_PROVIDER_CHECK_ONLY", "1")],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.yaml");
+    let good = std::fs::read_to_string(data("plugin-args").join("good.yaml")).unwrap();
+    let with_variable = good.replacen(
+        "      - name: CLOUD_CREDENTIAL_PROVIDER_TIMEOUT",
+        "      - name: CLOUD_CREDENTIAL_PROVIDER_CHECK_ONLY\n        value: check-config\n      - name: CLOUD_CREDENTIAL_PROVIDER_TIMEOUT",
+        1,
+    );
+    assert_ne!(good, with_variable);
+    std::fs::write(&config, with_variable).unwrap();
+    let out = run(&["check-config", &config.display().to_string()], b"");
+    assert_eq!(out.status, 2, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("providers[0].env[0]: ") && out.stdout.contains("CLOUD_CREDENTIAL_PROVIDER_CHECK_ONLY"),
+        "{}",
+        out.stdout
+    );
+}
