@@ -7,13 +7,18 @@
 //!   Helm's own labels, the pod template's annotations and the image;
 //! - `helm lint --strict` with every values file and other switches, the
 //!   Deployment's arguments accepted by the binary's command line; bad
-//!   values fail on `values.schema.json` with a message naming the value;
+//!   values (the default placeholder image first) fail on
+//!   `values.schema.json` with a message naming the value and what it must
+//!   be, never a bare regular expression;
 //! - `helm install`, `helm upgrade` and `helm uninstall` against the real
 //!   kube-apiserver: the objects are accepted, the webhook configuration
 //!   points at the chart's Service, and nothing is left behind. Kinds the
 //!   bare apiserver does not serve (cert-manager's, the ServiceMonitor) are
 //!   listed as skipped, then served from stub CRDs (an open schema, not
-//!   their projects' CRDs) for an install in cert-manager mode.
+//!   their projects' CRDs) for an install in cert-manager mode;
+//! - the helm commands of docs/webhook.md ("Install with Helm", "Failure
+//!   policy") run as written, with helm on PATH and the tier's kubeconfig,
+//!   the chart's own Namespace finalized by the real namespace controller.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
