@@ -30,6 +30,7 @@ mod differential;
 mod moto;
 mod pki;
 mod process;
+pub mod readme;
 mod tls_proxy;
 pub mod vsphere_sim;
 pub mod webhook;

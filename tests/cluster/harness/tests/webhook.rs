@@ -8,7 +8,8 @@
 
 mod common;
 
-use cluster_harness::webhook::{register, serve};
+use cluster_harness::readme;
+use cluster_harness::webhook::{register, serve, webhook_binary};
 use cluster_harness::{Moto, TestCluster, workspace_root};
 use common::*;
 use k8s_openapi::api::core::v1::PersistentVolume;
@@ -37,6 +38,32 @@ async fn created_pvs_are_stored_with_the_topology_the_decision_promises() {
         affinity(&stored),
         zone_affinity("topology.gke.io/zone", "europe-west1-b")
     );
+
+    // The README's quick-start PV (its `cat > pv.yaml` here-document), created
+    // as its `kubectl create -f pv.yaml` does: stored with the labels and the
+    // nodeAffinity that `pv-topology-webhook review -f pv.yaml -o pv` printed.
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let yaml = readme::tested_blocks(&readme)
+        .iter()
+        .find_map(|block| readme::here_document(&block.script, "pv.yaml"))
+        .expect("the README's tested quick start writes pv.yaml");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &yaml).unwrap();
+    let out = std::process::Command::new(webhook_binary())
+        .args(["review", "-f"])
+        .arg(file.path())
+        .args(["-o", "pv"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reviewed: PersistentVolume = serde_yaml_ng::from_slice(&out.stdout).unwrap();
+    let quick_start: PersistentVolume = serde_yaml_ng::from_str(&yaml).unwrap();
+    let name = quick_start.metadata.name.clone().unwrap();
+    pvs.create(&post, &quick_start).await.unwrap();
+    let stored = pvs.get(&name).await.unwrap();
+    assert_eq!(labels(&stored), labels(&reviewed));
+    assert_eq!(affinity(&stored), affinity(&reviewed));
+    assert_ne!(affinity(&stored), Value::Null, "the README's PV got no nodeAffinity");
 
     // In-tree EBS with the zone in its ID; the PV's own labels are kept.
     let ebs = pv(
