@@ -89,6 +89,9 @@ impl Helm {
         cmd.env("HELM_CACHE_HOME", home.join("cache"))
             .env("HELM_CONFIG_HOME", home.join("config"))
             .env("HELM_DATA_HOME", home.join("data"))
+            // Where the documented commands' image was pushed: any name the
+            // schema accepts (nothing pulls it in the tier).
+            .env("REGISTRY", "127.0.0.1:5000")
             .env(
                 "KUBECONFIG",
                 self.kubeconfig.clone().unwrap_or_else(|| home.join("no-kubeconfig")),
@@ -564,6 +567,21 @@ fn bad_values_fail_on_the_schema_with_a_message() {
             build_and_push,
         ),
         (vec!["image.repository="], build_and_push),
+        // Names reserved for examples (RFC 2606) never resolve, and an unset
+        // $REGISTRY in the documented commands leaves a leading '/'.
+        (
+            vec!["image.repository=registry.example/pv-topology-webhook"],
+            build_and_push,
+        ),
+        (
+            vec!["image.repository=registry.example.com/pv-topology-webhook"],
+            build_and_push,
+        ),
+        (
+            vec!["image.repository=example.org:5000/pv-topology-webhook"],
+            build_and_push,
+        ),
+        (vec!["image.repository=/pv-topology-webhook"], build_and_push),
     ];
     let mut printed = String::new();
     let mut check = |args: &[&str], words: &[&str]| {
