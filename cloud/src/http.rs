@@ -58,6 +58,20 @@ pub fn shown_url(url: &url::Url) -> String {
     shown.to_string()
 }
 
+/// The kind of the first I/O error in `error`'s chain: a transport error
+/// (hyper's, reqwest's, kube's) names a refused or timed-out connection only
+/// deep in its chain, under `client error (Connect)`.
+pub fn io_error_kind(error: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        cause = error.source();
+    }
+    None
+}
+
 /// A size as people write caps: `8 MiB`, `64 KiB`, `100 bytes`.
 fn size(bytes: usize) -> String {
     match bytes {
@@ -499,5 +513,22 @@ mod tests {
         let body = get(&client, format!("http://internal.example:{port}/d")).await;
         assert_eq!(body, "direct");
         assert_eq!(via_proxy.lock().unwrap().len(), 1);
+    }
+
+    /// A refused connection is found under reqwest's `error sending request`
+    /// and hyper's `client error (Connect)`; an error without an I/O cause has
+    /// no kind.
+    #[tokio::test]
+    async fn the_io_error_deep_in_a_transport_error_is_found() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let client = metadata_client("test", Duration::from_secs(5)).unwrap();
+        let error = client.get(format!("http://127.0.0.1:{port}/")).send().await.unwrap_err();
+        assert_eq!(io_error_kind(&error), Some(std::io::ErrorKind::ConnectionRefused));
+        let plain = HttpClientError::Roots {
+            variable: "SSL_CERT_FILE",
+            reason: "x".into(),
+        };
+        assert_eq!(io_error_kind(&plain), None);
     }
 }

@@ -28,6 +28,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use thiserror::Error;
 use tower::ServiceExt as _;
 
+use cloud_access::http::io_error_kind;
 use cloud_access::logging::{clean_text, error_chain};
 
 use super::AuditError;
@@ -341,18 +342,6 @@ impl Apiserver {
             message: self.clean(&message, MESSAGE_LIMIT),
         }
     }
-}
-
-/// The kind of the first I/O error in `error`'s chain.
-fn io_error_kind(error: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
-    let mut cause = Some(error);
-    while let Some(error) = cause {
-        if let Some(io) = error.downcast_ref::<std::io::Error>() {
-            return Some(io.kind());
-        }
-        cause = error.source();
-    }
-    None
 }
 
 /// `request` again (its body is bytes).
