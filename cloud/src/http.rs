@@ -523,7 +523,11 @@ mod tests {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let client = metadata_client("test", Duration::from_secs(5)).unwrap();
-        let error = client.get(format!("http://127.0.0.1:{port}/")).send().await.unwrap_err();
+        let error = client
+            .get(format!("http://127.0.0.1:{port}/"))
+            .send()
+            .await
+            .unwrap_err();
         assert_eq!(io_error_kind(&error), Some(std::io::ErrorKind::ConnectionRefused));
         let plain = HttpClientError::Roots {
             variable: "SSL_CERT_FILE",
