@@ -531,8 +531,8 @@ fn structure(error: serde_json::Error, body: &[u8]) -> ReviewError {
     }
 }
 
-/// Why reading a `T` from `body` failed, naming the field path (`request.kind: missing
-/// field`), given the error of the quick read. Only then is the body read again, tracking
+/// Why reading a `T` from `body` failed, naming the field path (``request: missing field
+/// `kind` ``), given the error of the quick read. Only then is the body read again, tracking
 /// the path (an allocation per key), so that a review that reads costs nothing more.
 fn located<'de, T: Deserialize<'de>>(body: &'de [u8], quick: serde_json::Error) -> String {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
@@ -554,17 +554,11 @@ fn described(error: serde_path_to_error::Error<serde_json::Error>) -> String {
             message = kept.to_owned();
         }
     }
-    // serde's path stops at the object that lacks the field; the field completes it.
-    let missing = message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next())
-        .map(str::to_owned);
-    let path = match (path.as_str(), missing) {
-        (".", None) => return message,
-        (".", Some(field)) => field,
-        (_, Some(field)) => format!("{path}.{field}"),
-        (_, None) => path,
-    };
+    // For a missing field the path is the object that lacks it, and the message names
+    // the field (``spec.csi: missing field `driver` ``); at the top, no path.
+    if path == "." {
+        return message;
+    }
     format!("{path}: {message}")
 }
 

@@ -302,11 +302,11 @@ fn parse_errors_name_the_field_path() {
     let without_kind = std::fs::read(files_dir().join("review-without-kind.json")).expect("the fixture");
     assert_one_line_error(
         &run(&["review"], &without_kind),
-        &["stdin", "request.kind", "missing field"],
+        &["stdin", "request: missing field `kind`"],
     );
     assert_one_line_error(
         &run(&["review", "-f", &file("review-without-kind.json")], b""),
-        &["review-without-kind.json", "request.kind", "missing field"],
+        &["review-without-kind.json", "request: missing field `kind`"],
     );
     let mut bad_group: Value = serde_json::from_slice(&fixture("gce-pd-csi-zonal.json")).expect("JSON");
     bad_group["request"]["resource"]["group"] = json!(7);
@@ -336,6 +336,63 @@ fn parse_errors_name_the_field_path() {
     assert_one_line_error(
         &run(&["review", "-f", "-"], &serde_json::to_vec(&list).expect("JSON")),
         &["stdin", "items[1].spec.csi.driver"],
+    );
+}
+
+/// A review whose request's kind lacks its own `kind`.
+fn review_with_kind_without_kind() -> Vec<u8> {
+    let mut review: Value = serde_json::from_slice(&fixture("gce-pd-csi-zonal.json")).expect("JSON");
+    review["request"]["kind"] = json!({"group": "", "version": "v1"});
+    serde_json::to_vec(&review).expect("JSON")
+}
+
+#[test]
+fn a_missing_field_is_named_under_the_object_that_lacks_it() {
+    // serde names the object that lacks the field and the message names the field, once:
+    // nothing before it at the top of the PV, the parent's path below.
+    let no_metadata = b"apiVersion: v1\nkind: PersistentVolume\nspec: {}\n";
+    assert_one_line_error(
+        &run(&["review", "-f", "-"], no_metadata),
+        &["pv-topology-webhook: stdin: missing field `metadata`"],
+    );
+    // In a List, under the item's index.
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "a"}, "spec": {}},
+        {"apiVersion": "v1", "kind": "PersistentVolume", "spec": {}},
+    ]});
+    assert_one_line_error(
+        &run(&["review", "-f", "-"], &serde_json::to_vec(&list).expect("JSON")),
+        &["pv-topology-webhook: stdin: items[1]: missing field `metadata`"],
+    );
+    // In an AdmissionReview, the path starts at the review: `request` lacks `kind`,
+    // and below it `request.kind` lacks its own.
+    let without_kind = std::fs::read(files_dir().join("review-without-kind.json")).expect("the fixture");
+    assert_one_line_error(&run(&["review"], &without_kind), &[": request: missing field `kind`"]);
+    assert_one_line_error(
+        &run(&["review", "-f", "-"], &review_with_kind_without_kind()),
+        &[": request.kind: missing field `kind`"],
+    );
+}
+
+#[tokio::test]
+async fn the_server_names_a_missing_field_under_the_object_that_lacks_it() {
+    // The unreadable object's warning: the object itself lacks metadata.
+    let mut body: Value = serde_json::from_slice(&create_review(json!({"metadata": {"name": "x"}}))).expect("JSON");
+    body["request"]["object"] = json!({"spec": {}});
+    let answer = review(&plain(), &serde_json::to_vec(&body).expect("JSON")).await;
+    assert_eq!(answer.outcome(), "unreadable");
+    assert!(
+        answer.warnings()[0].contains("(request.object: missing field `metadata`)"),
+        "{:?}",
+        answer.warnings()
+    );
+    // The refusal of a review that cannot be answered.
+    let Err(error) = plain().review(&review_with_kind_without_kind()).await else {
+        panic!("a request kind without its kind was answered");
+    };
+    assert!(
+        error.to_string().ends_with(": request.kind: missing field `kind`"),
+        "{error}"
     );
 }
 

@@ -128,7 +128,7 @@ enum What {
     /// An AdmissionReview, answered as it is.
     Review(Vec<u8>),
     /// A PersistentVolume, reviewed as a CREATE; `path` is where it is in its document
-    /// (`items[3].` in a List), for messages.
+    /// (`items[3]` in a List, empty for a document that is the PV), for messages.
     Pv { path: String },
     /// Another object: not sent to the webhook (`-o pv` passes it through).
     Other,
@@ -246,9 +246,7 @@ impl Input {
                 let body = create_review(&item.object(), &uid).map_err(|error| self.error(item.document, error))?;
                 let request = parse_review(&body).map_err(|error| self.error(item.document, error))?;
                 if let Some(Err(reason)) = request.object.as_ref().map(ReviewObject::persistent_volume) {
-                    // The path within the review built for it, made the path in the input.
-                    let reason = reason.strip_prefix("request.object.").unwrap_or(reason);
-                    return Err(self.error(item.document, format!("{path}{reason}")));
+                    return Err(self.error(item.document, in_input(path, reason)));
                 }
                 request
             }
@@ -390,7 +388,7 @@ fn sort(document: usize, value: Value, items: &mut Vec<Item>) -> Result<(), Stri
                             return Err(format!("items[{index}].apiVersion {version}: want \"v1\""));
                         }
                         What::Pv {
-                            path: format!("items[{index}]."),
+                            path: format!("items[{index}]"),
                         }
                     }
                     "" => return Err(format!("items[{index}]: it has no `kind`")),
@@ -410,6 +408,21 @@ fn sort(document: usize, value: Value, items: &mut Vec<Item>) -> Result<(), Stri
         }),
     }
     Ok(())
+}
+
+/// `reason`, naming a field of the review built for a PV (`request.object.spec.csi:
+/// ...`, or `request.object: ...` for a field the PV lacks), made to name it where the
+/// PV is in the input: `path` (`items[1]`, or empty for a document that is the PV).
+fn in_input(path: &str, reason: &str) -> String {
+    let Some(rest) = reason.strip_prefix("request.object") else {
+        return reason.to_owned();
+    };
+    match (path, rest.strip_prefix('.'), rest.strip_prefix(": ")) {
+        ("", Some(below), _) | ("", _, Some(below)) => below.to_owned(),
+        (_, Some(below), _) => format!("{path}.{below}"),
+        (_, _, Some(message)) => format!("{path}: {message}"),
+        _ => reason.to_owned(),
+    }
 }
 
 fn json(value: &Value) -> Result<Vec<u8>, String> {
