@@ -77,7 +77,8 @@ pub enum Command {
     /// kubelet will, and the args and env of every entry that runs this
     /// plugin as the plugin will; print every problem with its field path.
     /// Exit 0 valid, 2 if kubelet or this plugin would refuse it, 1 if it
-    /// cannot be read or parsed.
+    /// cannot be checked (not read or parsed: one line on stderr, nothing on
+    /// stdout).
     CheckConfig(CheckConfigArgs),
 }
 

@@ -45,6 +45,10 @@ pub enum Error {
     Stdin(std::io::Error),
     #[error("cannot write to stdout: {0}")]
     Stdout(std::io::Error),
+    /// `check-config` could not check the config (not read, not parsed, an
+    /// entry not judged): its line names the file and field.
+    #[error("{0}")]
+    NoVerdict(String),
     /// Operands that do not fit together (`explain`), or an operator tool
     /// in a provider entry (`check-config`'s child).
     #[error("{0}")]
@@ -127,6 +131,10 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
                 plugin_exe: kubelet_config::plugin::this_exe(),
             };
             let report = kubelet_config::check(&args.config_path().map_err(Error::Usage)?, &options);
+            // No verdict: an error on stderr as any other, nothing on stdout.
+            if let Some(line) = report.no_verdict_line() {
+                return Err(Error::NoVerdict(line));
+            }
             write_all(stdout, report.render(args.output.format).as_bytes())?;
             Ok(report.exit_code())
         }

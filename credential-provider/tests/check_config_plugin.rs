@@ -3,7 +3,8 @@
 //! the plugin's own command line, and the line the plugin would print at
 //! every pull is reported with hints for upstream spellings; `--bin-dir`
 //! finds the plugin under other names; `--kubelet-version` judges
-//! `tokenAttributes`; `-o json`; exit 0 valid, 2 refused, 1 unreadable.
+//! `tokenAttributes`; `-o json`; exit 0 valid, 2 refused, 1 not checked
+//! (one line on stderr).
 
 mod common;
 
@@ -268,16 +269,12 @@ fn check_config_exit_statuses_and_json() {
     assert!(problems.iter().all(|p| p["refused_by"] == "kubelet"), "{report}");
     assert_eq!(problems[0]["field"], "providers[0].name");
 
-    // Decoded, then refused by kubelet: 2; not read or not parsed: 1.
-    for (name, status_wanted, verdict) in [
-        ("bad-kind.yaml", 2, "refused"),
-        ("bad-unknown-field.json", 2, "refused"),
-        ("dir-duplicate", 2, "refused"),
-        ("missing.yaml", 1, "unreadable"),
-    ] {
+    // Decoded, then refused by kubelet: 2; not read or not parsed: 1 with
+    // no JSON (a_config_that_cannot_be_checked_is_one_line_on_stderr).
+    for name in ["bad-kind.yaml", "bad-unknown-field.json", "dir-duplicate"] {
         let (status, report) = check_json(&[&configs(name)]);
-        assert_eq!(status, status_wanted, "{name}: {report}");
-        assert_eq!(report["verdict"], verdict, "{name}: {report}");
+        assert_eq!(status, 2, "{name}: {report}");
+        assert_eq!(report["verdict"], "refused", "{name}: {report}");
         assert!(report["problems"][0]["message"].as_str().is_some(), "{name}: {report}");
     }
     let (_, report) = check_json(&[&configs("bad-unknown-field.json")]);
@@ -287,7 +284,7 @@ fn check_config_exit_statuses_and_json() {
     let broken = dir.path().join("broken.yaml");
     std::fs::write(&broken, "apiVersion: [\n").unwrap();
     let out = run(&["check-config", &broken.display().to_string()], b"");
-    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_eq!((out.status, out.stdout.as_str()), (1, ""), "{}", out.stderr);
 }
 
 #[test]
@@ -394,5 +391,37 @@ fn the_check_only_variable_is_never_a_silent_answer() {
         out.stdout.contains("providers[0].env[0]: ") && out.stdout.contains("CLOUD_CREDENTIAL_PROVIDER_CHECK_ONLY"),
         "{}",
         out.stdout
+    );
+}
+
+/// A config that cannot be checked (not found, not YAML) is an error, not a
+/// verdict: one line on stderr with the program's prefix, exit 1, nothing on
+/// stdout in either output format (as explain does it).
+#[test]
+fn a_config_that_cannot_be_checked_is_one_line_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(&broken, "providers: [\n").unwrap();
+    let broken = broken.display().to_string();
+    let missing = dir.path().join("nonexist.yaml").display().to_string();
+    for (path, want) in [(&missing, "No such file"), (&broken, "broken.yaml")] {
+        for format in ["text", "json"] {
+            let out = run(&["check-config", "-o", format, path], b"");
+            assert_eq!(out.status, 1, "{path} {format}: {}{}", out.stdout, out.stderr);
+            assert_eq!(out.stdout, "", "{path} {format}: stdout");
+            assert_eq!(out.stderr.lines().count(), 1, "{path} {format}: {}", out.stderr);
+            assert!(
+                out.stderr.starts_with("cloud-credential-provider: ") && out.stderr.contains(want),
+                "{path} {format}: {}",
+                out.stderr
+            );
+        }
+    }
+    let out = run(&["explain", "--config", &missing, "nginx"], b"");
+    assert_eq!((out.status, out.stdout.as_str()), (1, ""));
+    assert!(
+        out.stderr.starts_with("cloud-credential-provider: cannot read"),
+        "{}",
+        out.stderr
     );
 }

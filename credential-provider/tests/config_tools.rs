@@ -224,11 +224,9 @@ fn check_config_refuses_what_kubelet_cannot_decode() {
     for (name, want, status) in cases {
         let out = run(&["check-config", &configs(name)], b"");
         assert_eq!(out.status, status, "{name}");
-        assert!(
-            out.stdout.contains(want),
-            "{name}: {:?} should contain {want:?}",
-            out.stdout
-        );
+        // No verdict (1) is an error on stderr; a verdict goes to stdout.
+        let said = if status == 1 { &out.stderr } else { &out.stdout };
+        assert!(said.contains(want), "{name}: {said:?} should contain {want:?}");
     }
 }
 
@@ -261,9 +259,9 @@ fn check_config_reads_regular_files_only() {
     ];
     for (path, want) in cases {
         let out = run(&["check-config", &path.display().to_string()], b"");
-        assert_eq!(out.status, 1, "{path:?}");
-        assert_eq!(out.stdout.lines().count(), 1, "{:?}", out.stdout);
-        assert!(out.stdout.contains(want), "{:?} should contain {want:?}", out.stdout);
+        assert_eq!((out.status, out.stdout.as_str()), (1, ""), "{path:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{:?}", out.stderr);
+        assert!(out.stderr.contains(want), "{:?} should contain {want:?}", out.stderr);
     }
 }
 
@@ -280,8 +278,8 @@ fn check_config_refuses_deep_nesting_at_once() {
     // outer timeout catches a hang; no timing is asserted).
     let out = run(&["check-config", &deep.display().to_string()], b"");
     assert_eq!(out.status, 1);
-    assert!(out.stdout.contains("deep.yaml"), "{}", out.stdout);
-    assert!(out.stdout.contains("nested more than 32 levels deep"), "{}", out.stdout);
+    assert!(out.stderr.contains("deep.yaml"), "{}", out.stderr);
+    assert!(out.stderr.contains("nested more than 32 levels deep"), "{}", out.stderr);
 
     // Flow style a few levels deep is fine, with a few brackets in strings.
     let moderate = dir.path().join("moderate.yaml");
@@ -298,12 +296,12 @@ fn check_config_refuses_deep_nesting_at_once() {
     // them are refused, and the message says why.
     std::fs::write(&moderate, flow(&"[{".repeat(20))).unwrap();
     let out = run(&["check-config", &moderate.display().to_string()], b"");
-    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_eq!(out.status, 1, "{}", out.stderr);
     assert!(
-        out.stdout
+        out.stderr
             .contains("brackets inside quoted strings and comments count too"),
         "{}",
-        out.stdout
+        out.stderr
     );
 }
 
@@ -322,9 +320,9 @@ fn check_config_is_not_fooled_by_a_quote_in_a_plain_scalar() {
     let out = run(&["check-config", &file.display().to_string()], b"");
     assert_eq!(out.status, 1);
     assert!(
-        out.stdout.contains("q.yaml: nested more than 32 levels deep"),
+        out.stderr.contains("q.yaml: nested more than 32 levels deep"),
         "{}",
-        out.stdout
+        out.stderr
     );
 }
 

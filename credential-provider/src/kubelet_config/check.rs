@@ -29,7 +29,8 @@ pub enum Verdict {
     Valid,
     /// kubelet, or this plugin at every pull, refuses it.
     Refused,
-    /// It could not be read or parsed: no verdict.
+    /// It could not be read or parsed: no verdict, an error instead of a
+    /// report ([`CheckReport::no_verdict_line`]).
     Unreadable,
 }
 
@@ -236,6 +237,33 @@ impl CheckReport {
         })
     }
 
+    /// Why no verdict could be given (the config not read or not parsed,
+    /// an entry not judged), as one line for stderr; `None` with a verdict.
+    pub fn no_verdict_line(&self) -> Option<String> {
+        if self.verdict != Verdict::Unreadable {
+            return None;
+        }
+        self.problems
+            .iter()
+            .find(|p| p.refused_by.is_none())
+            .map(|problem| self.line(problem))
+    }
+
+    /// `PATH: FIELD: MESSAGE[; hint: ...]`.
+    fn line(&self, problem: &Problem) -> String {
+        let mut line = match &problem.field {
+            // A decoding error names its file and field already.
+            _ if !self.decoded => problem.message.clone(),
+            Some(field) => format!("{}: {field}: {}", self.path, problem.message),
+            None => format!("{}: {}", self.path, problem.message),
+        };
+        if let Some(hint) = &problem.hint {
+            line.push_str("; hint: ");
+            line.push_str(hint);
+        }
+        line
+    }
+
     pub fn render(&self, format: OutputFormat) -> String {
         match format {
             OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(self).unwrap_or_default()),
@@ -253,16 +281,7 @@ impl CheckReport {
             out.push_str(&format!("{}: valid ({n} {noun})\n", self.path));
         }
         for problem in &self.problems {
-            match &problem.field {
-                // A decoding error names its file and field already.
-                _ if !self.decoded => out.push_str(&problem.message),
-                Some(field) => out.push_str(&format!("{}: {field}: {}", self.path, problem.message)),
-                None => out.push_str(&format!("{}: {}", self.path, problem.message)),
-            }
-            if let Some(hint) = &problem.hint {
-                out.push_str("; hint: ");
-                out.push_str(hint);
-            }
+            out.push_str(&self.line(problem));
             out.push('\n');
         }
         for warning in &self.warnings {
