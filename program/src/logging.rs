@@ -14,7 +14,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 #[command(next_help_heading = "Logging")]
 pub struct LogArgs {
     /// Most verbose level logged: off, error, warn, info, debug or trace, or per-target
-    /// levels such as `info,hyper=warn`.
+    /// levels such as `info,hyper=warn`. Below info, kube's client library is quiet
+    /// (its errors are in the program's own error line) unless named: `warn,kube_client=warn`.
     #[arg(long, global = true, value_name = "LEVEL", default_value = "warn")]
     pub log_level: LogLevel,
     /// Log line format.
@@ -68,8 +69,30 @@ impl FromStr for LogLevel {
         if misspelt {
             return Err(error());
         }
-        level.parse().map(LogLevel).map_err(|_| error())
+        let targets: Targets = level.parse().map_err(|_| error())?;
+        Ok(LogLevel(quiet_kube_client(targets)))
     }
+}
+
+/// The target of kube's client, which logs every failed request at `ERROR`
+/// (`failed with error client error (Connect)`) and an unreadable answer's
+/// whole body at `WARN`, beside the program's own error line that names the
+/// server and the cause.
+const KUBE_CLIENT: &str = "kube_client";
+
+/// `targets` with [`KUBE_CLIENT`] off where they would log it below `info`
+/// and no directive names it (`warn,kube_client=warn` shows it).
+fn quiet_kube_client(targets: Targets) -> Targets {
+    let named = targets
+        .iter()
+        .any(|(target, _)| target.starts_with(KUBE_CLIENT) || KUBE_CLIENT.starts_with(target));
+    let at_info = LevelFilter::INFO
+        .into_level()
+        .is_some_and(|info| targets.would_enable(KUBE_CLIENT, &info));
+    if named || at_info {
+        return targets;
+    }
+    targets.with_target(KUBE_CLIENT, LevelFilter::OFF)
 }
 
 /// Names a program's log environment variables on its command, as a
@@ -128,6 +151,32 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    /// kube's client logs every failed request at ERROR beside the program's
+    /// own line: off below `info` unless a directive names it.
+    #[test]
+    fn kube_clients_own_lines_are_off_below_info_unless_named() {
+        let enabled = |level: &str, target: &str, at: LevelFilter| {
+            let at = at.into_level().expect("a level, not off");
+            level.parse::<LogLevel>().expect("a level").0.would_enable(target, &at)
+        };
+        let builder = "kube_client::client::builder";
+        for level in ["warn", "error", "off", "warn,hyper=error"] {
+            assert!(!enabled(level, builder, LevelFilter::ERROR), "{level}");
+        }
+        assert!(enabled("warn", "node_ip_helper", LevelFilter::WARN));
+        assert!(enabled("error", "pv_topology_webhook::audit", LevelFilter::ERROR));
+        for level in [
+            "info",
+            "debug",
+            "warn,kube_client=error",
+            "warn,kube=warn",
+            "warn,kube_client::client=warn",
+        ] {
+            assert!(enabled(level, builder, LevelFilter::ERROR), "{level}");
+        }
+        assert!(!enabled("warn,kube_client=error", builder, LevelFilter::WARN));
     }
 
     #[test]
