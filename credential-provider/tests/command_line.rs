@@ -128,3 +128,53 @@ fn help_and_version_still_succeed() {
     let out = run(&["--version"], b"");
     assert_eq!(out.status, 0);
 }
+
+/// Boolean flags take the usual spellings from their variables (clap's
+/// BoolishValueParser: y/yes/t/true/on/1 and n/no/f/false/off/0, any case):
+/// a systemd EnvironmentFile or a kubelet `env:` says `=1` as often as
+/// `=true`. Proved by the refusal a required annotation gives before any
+/// network call; the false spellings are judged by check-config (a pull
+/// with them would go on to the cloud).
+#[test]
+fn boolean_variables_take_the_usual_spellings() {
+    let stdin = request("v1", "123456789012.dkr.ecr.us-east-1.amazonaws.com/app", None);
+    let gcp_stdin = request("v1", "us-docker.pkg.dev/p/r/app", None);
+    for value in ["1", "yes", "on", "TRUE", "y", "t"] {
+        let out = run_with_env(
+            &["ecr"],
+            &stdin,
+            &[("CLOUD_CREDENTIAL_PROVIDER_REQUIRE_ROLE_ANNOTATION", value)],
+        );
+        assert_one_line_failure(value, &out, "--require-role-annotation is set");
+        let out = run_with_env(
+            &["gcp"],
+            &gcp_stdin,
+            &[
+                ("CLOUD_CREDENTIAL_PROVIDER_REQUIRE_WORKLOAD_IDENTITY", value),
+                ("GCE_METADATA_HOST", "127.0.0.1:9"),
+            ],
+        );
+        assert_one_line_failure(value, &out, "--require-workload-identity is set");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.yaml");
+    let entry = |value: &str| {
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: cloud-credential-provider\n  matchImages: [\"*.dkr.ecr.*.amazonaws.com\"]\n  defaultCacheDuration: 1m\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n  args: [ecr]\n  env: [{{name: CLOUD_CREDENTIAL_PROVIDER_REQUIRE_ROLE_ANNOTATION, value: \"{value}\"}}]\n"
+        )
+    };
+    let path = config.display().to_string();
+    for value in ["0", "no", "off", "false", "N", "1", "yes"] {
+        std::fs::write(&config, entry(value)).unwrap();
+        let out = run(&["check-config", &path], b"");
+        assert_eq!(out.status, 0, "{value}: {}{}", out.stdout, out.stderr);
+    }
+    std::fs::write(&config, entry("maybe")).unwrap();
+    let out = run(&["check-config", &path], b"");
+    assert_eq!(out.status, 2, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("CLOUD_CREDENTIAL_PROVIDER_REQUIRE_ROLE_ANNOTATION") && out.stdout.contains("maybe"),
+        "{}",
+        out.stdout
+    );
+}
