@@ -165,6 +165,10 @@ pub struct CheckCommand {
     /// in-cluster service account).
     #[arg(long, env = "NODE_IP_HELPER_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// With --node: the most reading the Node may take, from connecting to
+    /// the last byte of the answer (Go duration).
+    #[arg(long, env = "NODE_IP_HELPER_REQUEST_TIMEOUT", value_parser = suite_program::duration::positive, default_value = "10s", value_name = "DURATION")]
+    pub request_timeout: std::time::Duration,
     /// The instance's addresses as the cloud reports them: a JSON array of
     /// {"type": "InternalIP", "address": "10.0.0.5"} as in
     /// Node.status.addresses (a regular file of at most 1 MiB).

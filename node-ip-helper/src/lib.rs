@@ -68,8 +68,13 @@ pub enum Error {
     NoKubeconfig,
     #[error(transparent)]
     KubeconfigFile(#[from] kubeconfig::KubeconfigError),
-    #[error("cannot read Node {name}: {reason}")]
-    ReadNode { name: String, reason: String },
+    #[error("cannot read Node {name} from {server}: {reason}")]
+    ReadNode {
+        name: String,
+        /// The kubeconfig's server, without user information.
+        server: String,
+        reason: String,
+    },
     #[error("cannot read --cloud-addresses {0}")]
     CloudAddressesFile(cloud_access::files::FileError),
     #[error("cannot read --cloud-addresses {path}: {reason}")]
@@ -168,7 +173,7 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
             })
         }
         (None, Some(name)) => {
-            let node = observe::read_node(name, command.kubeconfig.as_deref()).await?;
+            let node = observe::read_node(name, command.kubeconfig.as_deref(), command.request_timeout).await?;
             let facts = live::facts(&node);
             let asked = live::Asked {
                 node: name,

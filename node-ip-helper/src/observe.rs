@@ -203,14 +203,19 @@ pub fn read_cloud_addresses(path: &Path) -> Result<Vec<NodeAddress>, Error> {
     })
 }
 
-/// The Node, read with the kubeconfig's identity.
-pub async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_openapi::api::core::v1::Node, Error> {
+/// The Node, read with the kubeconfig's identity within `request_timeout`
+/// (from connecting to the answer's last byte).
+pub async fn read_node(
+    name: &str,
+    kubeconfig: Option<&Path>,
+    request_timeout: Duration,
+) -> Result<k8s_openapi::api::core::v1::Node, Error> {
     let config_error = |reason: String| Error::Kubeconfig {
         path: kubeconfig.map(|p| p.display().to_string()),
         reason,
     };
     // Every file on the way is read as a bounded regular file, here rather than by kube.
-    let config = match crate::kubeconfig::load(&crate::kubeconfig::files(kubeconfig))? {
+    let mut config = match crate::kubeconfig::load(&crate::kubeconfig::files(kubeconfig))? {
         Some(file) => kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
             .await
             .map_err(|e| config_error(e.to_string()))?,
@@ -220,19 +225,47 @@ pub async fn read_node(name: &str, kubeconfig: Option<&Path>) -> Result<k8s_open
             other => config_error(other.to_string()),
         })?,
     };
+    config.connect_timeout = Some(request_timeout);
+    let server = shown_server(&config.cluster_url.to_string());
     let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
-    nodes.get(name).await.map_err(|e| Error::ReadNode {
-        name: name.to_owned(),
-        reason: match e {
-            kube::Error::Api(status) if status.code == 403 => format!(
-                "forbidden ({}): a node's own identity (system:node:NAME) may read only its own Node",
-                status.message
-            ),
-            kube::Error::Api(status) if status.code == 404 => "no such Node: has kubelet registered it?".to_owned(),
-            other => other.to_string(),
+    let timed_out = || {
+        format!(
+            "timed out: no answer within --request-timeout {} (is the `server` of the kubeconfig's cluster reachable from here? --kubeconfig)",
+            cloud_access::go_duration::format(request_timeout)
+        )
+    };
+    let answer = tokio::time::timeout(request_timeout, nodes.get(name)).await;
+    let reason = match answer {
+        Ok(Ok(node)) => return Ok(node),
+        Err(_) => timed_out(),
+        Ok(Err(kube::Error::Api(status))) if status.code == 403 => format!(
+            "forbidden ({}): a node's own identity (system:node:NAME) may read only its own Node",
+            cloud_access::logging::clean_text(&status.message, &[], 500)
+        ),
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
+            "no such Node: has kubelet registered it?".to_owned()
+        }
+        Ok(Err(other)) => match cloud_access::http::io_error_kind(&other) {
+            Some(std::io::ErrorKind::ConnectionRefused) => "connection refused (is the apiserver up, and is the `server` of the kubeconfig's cluster right? --kubeconfig)".to_owned(),
+            Some(std::io::ErrorKind::TimedOut) => timed_out(),
+            _ => cloud_access::logging::clean_text(&cloud_access::logging::error_chain(&other), &[], 500),
         },
+    };
+    Err(Error::ReadNode {
+        name: name.to_owned(),
+        server,
+        reason,
     })
+}
+
+/// The cluster's server as error lines name it: without user information,
+/// query or fragment.
+fn shown_server(uri: &str) -> String {
+    match Url::parse(uri) {
+        Ok(url) => cloud_access::http::shown_url(&url),
+        Err(_) => "the kubeconfig's server".to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -220,3 +220,83 @@ fn check_node_without_a_kubeconfig_suggests_kubelets() {
     assert!(stderr.contains("--kubeconfig /etc/kubernetes/kubelet.conf"), "{stderr}");
     assert!(!stderr.contains("incluster"), "{stderr}");
 }
+
+/// Against an API server that is not there (a loopback port nothing listens
+/// on), one line naming the server and the cause, and exit 1 (could not
+/// check): not kube's own `ERROR failed with error client error (Connect)`
+/// line as well, nor a bare `ServiceError`.
+#[test]
+fn check_node_against_a_dead_apiserver_names_it_in_one_line() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address")
+        .port();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let kubeconfig = FakeApiServer {
+        port,
+        node: Arc::default(),
+        requests: Arc::default(),
+    }
+    .kubeconfig(dir.path());
+    let (status, stderr) = check_alone(&kubeconfig, &[]);
+    assert_eq!(status, 1, "could not check: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "node-ip-helper: cannot read Node {NODE} from http://127.0.0.1:{port}/: connection refused"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--kubeconfig"), "the fix: {stderr}");
+}
+
+/// An API server that takes the connection and never answers: timed out
+/// after --request-timeout, in one line naming it.
+#[test]
+fn check_node_against_a_silent_apiserver_times_out_in_one_line() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    // Accepted and held open, never answered.
+    let held = std::thread::spawn(move || listener.accept().map(|(stream, _)| stream));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let kubeconfig = FakeApiServer {
+        port,
+        node: Arc::default(),
+        requests: Arc::default(),
+    }
+    .kubeconfig(dir.path());
+    let started = std::time::Instant::now();
+    let (status, stderr) = check_alone(&kubeconfig, &["--request-timeout", "500ms"]);
+    let took = started.elapsed();
+    assert_eq!(status, 1, "could not check: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "node-ip-helper: cannot read Node {NODE} from http://127.0.0.1:{port}/: timed out: no answer within --request-timeout 500ms"
+        )),
+        "{stderr}"
+    );
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    drop(held);
+}
+
+/// `check --node NODE --kubeconfig FILE EXTRA` at the default log level:
+/// the exit status and stderr (stdout must be empty).
+fn check_alone(kubeconfig: &std::path::Path, extra: &[&str]) -> (i32, String) {
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60"])
+        .arg(env!("CARGO_BIN_EXE_node-ip-helper"))
+        .args(["check", "--node", NODE, "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .env_remove("NODE_IP_HELPER_LOG_LEVEL")
+        .output()
+        .expect("run node-ip-helper");
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
