@@ -444,20 +444,52 @@ fn kustomize_renders_what_these_tests_check() {
     assert!(kinds.iter().any(|k| k == "ClusterRole"), "audit: {kinds:?}");
 }
 
+/// The text of a document at the workspace's root (`docs/webhook.md`, `README.md`).
+fn workspace_text(path: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every ```sh block of `text`, without the indentation of its fence (a block in a
+/// list item is copied without it).
+fn shell_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(indent) = line.strip_suffix("```sh").filter(|i| i.trim().is_empty()) else {
+            continue;
+        };
+        let body: Vec<&str> = lines
+            .by_ref()
+            .take_while(|l| l.trim() != "```")
+            .map(|l| l.strip_prefix(indent).unwrap_or(l.trim_start()))
+            .collect();
+        blocks.push(body.join("\n"));
+    }
+    blocks
+}
+
 /// The first ```sh block after the heading `heading` of docs/webhook.md.
 fn docs_shell_block(heading: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/webhook.md");
-    let docs = std::fs::read_to_string(&path).expect("docs/webhook.md");
+    let docs = workspace_text("docs/webhook.md");
     let section = docs
         .split_once(&format!("\n{heading}\n"))
-        .unwrap_or_else(|| panic!("{}: no heading {heading:?}", path.display()))
+        .unwrap_or_else(|| panic!("docs/webhook.md: no heading {heading:?}"))
         .1;
     let section = section.split("\n## ").next().expect("a section");
-    let block = section
-        .split_once("```sh\n")
+    shell_blocks(section)
+        .into_iter()
+        .next()
         .unwrap_or_else(|| panic!("{heading}: no ```sh block"))
-        .1;
-    block.split_once("\n```").expect("the block's end").0.to_owned()
+}
+
+/// The ```sh block of docs/webhook.md that holds `needle`.
+fn docs_shell_block_holding(needle: &str) -> String {
+    let blocks = shell_blocks(&workspace_text("docs/webhook.md"));
+    blocks
+        .into_iter()
+        .find(|b| b.contains(needle))
+        .unwrap_or_else(|| panic!("docs/webhook.md: no ```sh block holds {needle:?}"))
 }
 
 /// The shell commands of `block`: a line with its `\` continuations, or with the body of
@@ -489,6 +521,189 @@ fn shell_commands(block: &str) -> Vec<String> {
     commands
 }
 
+/// Where the user of the documented installs pushed the image (`export REGISTRY=…`), and
+/// the image every documented kustomize install must then run (issue 25, item 4).
+const USER_REGISTRY: &str = "127.0.0.1:5000";
+const USER_IMAGE: &str = "127.0.0.1:5000/pv-topology-webhook:0.1.0";
+/// The registry of the image the shipped manifests name: none serves it.
+const PLACEHOLDER_REGISTRY: &str = "registry.example.invalid";
+
+/// A documented block, run: its directory and what its `kubectl` commands are.
+struct DocumentedRun {
+    dir: tempfile::TempDir,
+    kubectl: Vec<String>,
+}
+
+impl DocumentedRun {
+    /// The DIR of each `kubectl apply -k DIR`, in this run's directory.
+    fn applied(&self) -> Vec<std::path::PathBuf> {
+        self.kubectl
+            .iter()
+            .filter_map(|c| c.strip_prefix("kubectl apply -k "))
+            .map(|rest| {
+                self.dir
+                    .path()
+                    .join(rest.split_whitespace().next().expect("a directory"))
+            })
+            .collect()
+    }
+}
+
+/// `block`'s commands as printed, run by bash (`set -eu`) in a new directory beside
+/// `manifests/` (a checkout's root) with `REGISTRY` set to `registry` (or unset) and the
+/// built binary on the PATH: all but the `kubectl` ones, which need a cluster (each
+/// returned, one line; `kubectl apply -k DIR` is then DIR rendered by real kustomize).
+/// Err: bash's stderr.
+fn run_documented(block: &str, registry: Option<&str>) -> Result<DocumentedRun, String> {
+    let (kubectl, shell): (Vec<String>, Vec<String>) = shell_commands(block)
+        .into_iter()
+        .filter(|c| !c.trim_start().starts_with('#'))
+        .partition(|c| c.starts_with("kubectl "));
+    let kubectl = kubectl
+        .iter()
+        .map(|c| {
+            let command = c.split_once(" #").map_or(c.as_str(), |(command, _comment)| command);
+            command
+                .replace("\\\n", " ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::os::unix::fs::symlink(manifests_dir().join(".."), dir.path().join("manifests")).expect("a symlink");
+    let bin = Path::new(env!("CARGO_BIN_EXE_pv-topology-webhook"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().expect("the binary's directory").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = format!("set -eu\n{}\n", shell.join("\n"));
+    let mut command = std::process::Command::new("bash");
+    command.arg("-c").arg(&script).current_dir(dir.path()).env("PATH", path);
+    match registry {
+        Some(registry) => command.env("REGISTRY", registry),
+        None => command.env_remove("REGISTRY"),
+    };
+    let run = command.output().expect("bash runs");
+    if !run.status.success() {
+        return Err(String::from_utf8_lossy(&run.stderr).into_owned());
+    }
+    Ok(DocumentedRun { dir, kubectl })
+}
+
+/// The image of every container of every pod template (Deployments, Jobs) in a
+/// kustomize render, by `Kind/name`.
+fn pod_images(rendered: &str) -> Vec<(String, String)> {
+    let mut images = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(rendered) {
+        let object = Value::deserialize(doc).expect("rendered YAML");
+        let key = format!(
+            "{}/{}",
+            object["kind"].as_str().expect("kind"),
+            object["metadata"]["name"].as_str().expect("name")
+        );
+        let pod = &object["spec"]["template"]["spec"];
+        for list in ["initContainers", "containers"] {
+            for container in pod[list].as_array().into_iter().flatten() {
+                let image = container["image"].as_str().unwrap_or_default().to_owned();
+                images.push((key.clone(), image));
+            }
+        }
+    }
+    images
+}
+
+/// Every documented kustomize install (docs/webhook.md: with cert-manager, without it,
+/// the audit Job), run as printed with `REGISTRY` exported, runs the image pushed there,
+/// never the manifests' placeholder; with the overlays the docs offer instead of
+/// `../manifests/webhook` too; and with `REGISTRY` unset the here-document stops,
+/// naming it, instead of writing an image without a registry.
+#[test]
+fn every_documented_kustomize_install_runs_the_users_image() {
+    let blocks: [fn() -> String; 3] = [
+        || docs_shell_block("## Install with cert-manager (default)"),
+        || docs_shell_block("## Install without cert-manager"),
+        || docs_shell_block_holding("manifests/webhook/audit/job"),
+    ];
+    for block in blocks {
+        let block = &block();
+        let run = run_documented(block, Some(USER_REGISTRY)).unwrap_or_else(|e| panic!("{block}\n: {e}"));
+        let applied = run.applied();
+        assert!(!applied.is_empty(), "{block}\n: no kubectl apply -k");
+        let mut images = Vec::new();
+        for dir in &applied {
+            let rendered = render(dir);
+            assert!(
+                !rendered.contains(PLACEHOLDER_REGISTRY),
+                "{block}\n: {} renders the placeholder image:\n{rendered}",
+                dir.display()
+            );
+            images.extend(pod_images(&rendered));
+        }
+        assert!(!images.is_empty(), "{block}\n: runs no pod");
+        for (key, image) in &images {
+            assert_eq!(image, USER_IMAGE, "{block}\n: {key}");
+        }
+        // The directories the docs offer in place of the base.
+        let kustomization = applied[0].join("kustomization.yaml");
+        let text = std::fs::read_to_string(&kustomization).expect("the documented kustomization");
+        if text.contains("  - ../manifests/webhook\n") || text.contains("  - ../manifests/webhook ") {
+            for overlay in ["single-replica", "aws", "gcp", "azure", "openstack", "vsphere"] {
+                let other = format!("  - ../manifests/webhook/overlays/{overlay}");
+                let rewritten = text.replacen("  - ../manifests/webhook", &other, 1);
+                std::fs::write(&kustomization, &rewritten).expect("rewrite the kustomization");
+                let images = pod_images(&render(&applied[0]));
+                assert!(!images.is_empty(), "{overlay}: runs no pod");
+                for (key, image) in &images {
+                    assert_eq!(image, USER_IMAGE, "{block}\n with {overlay}: {key}");
+                }
+            }
+        }
+        let unset = run_documented(block, None);
+        let error = unset
+            .err()
+            .unwrap_or_else(|| panic!("{block}\n: runs with REGISTRY unset"));
+        assert!(
+            error.contains("REGISTRY: set REGISTRY to where you pushed the image"),
+            "{block}\n: with REGISTRY unset: {error}"
+        );
+    }
+}
+
+/// No documented `kubectl apply -k` (docs/webhook.md, README.md, in a block or in the
+/// text) applies a shipped directory that runs a pod: such a directory names the
+/// placeholder image, and with `failurePolicy: Fail` its ImagePullBackOff refuses every
+/// PV create. The shipped directories without pods (the audit's RBAC) may be applied.
+#[test]
+fn no_documented_kubectl_apply_deploys_the_placeholder_image() {
+    let root = manifests_dir().join("../..");
+    let mut checked = Vec::new();
+    for doc in ["docs/webhook.md", "README.md"] {
+        let text = workspace_text(doc);
+        for (_, rest) in text
+            .match_indices("kubectl apply -k ")
+            .map(|(i, _)| text.split_at(i + 17))
+        {
+            let dir = rest
+                .split(|c: char| c.is_whitespace() || c == '`' || c == ')' || c == ',')
+                .next()
+                .expect("a word");
+            if !dir.starts_with("manifests/") {
+                continue;
+            }
+            let images = pod_images(&render(&root.join(dir)));
+            assert!(
+                images.is_empty(),
+                "{doc}: `kubectl apply -k {dir}` runs the placeholder image (set the image in a \
+                 kustomization of the user's own, as Install with cert-manager does): {images:?}"
+            );
+            checked.push(dir.to_owned());
+        }
+    }
+    assert!(checked.iter().any(|d| d == "manifests/webhook/audit"), "{checked:?}");
+}
+
 /// "Install without cert-manager" as docs/webhook.md prints it (issue 25, item 3): its
 /// commands run in a directory beside `manifests/` (a checkout's root), all but the
 /// `kubectl` ones, which need a cluster (the cluster tier's validation.rs applies the
@@ -499,15 +714,9 @@ fn shell_commands(block: &str) -> Vec<String> {
 #[test]
 fn the_no_cert_manager_install_sets_the_ca_bundle_of_both_configurations() {
     let block = docs_shell_block("## Install without cert-manager");
-    let (kubectl, shell): (Vec<String>, Vec<String>) = shell_commands(&block)
-        .into_iter()
-        .partition(|c| c.starts_with("kubectl "));
-    let kubectl: Vec<String> = kubectl
-        .iter()
-        .map(|c| c.replace("\\\n", " ").split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect();
+    let run = run_documented(&block, Some(USER_REGISTRY)).unwrap_or_else(|e| panic!("{block}\n: {e}"));
     assert_eq!(
-        kubectl,
+        run.kubectl,
         [
             "kubectl create namespace pv-topology-webhook",
             "kubectl -n pv-topology-webhook create secret tls pv-topology-webhook-tls \
@@ -516,27 +725,7 @@ fn the_no_cert_manager_install_sets_the_ca_bundle_of_both_configurations() {
         ],
         "the documented kubectl commands"
     );
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    std::os::unix::fs::symlink(manifests_dir().join(".."), dir.path().join("manifests")).expect("a symlink");
-    let bin = Path::new(env!("CARGO_BIN_EXE_pv-topology-webhook"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().expect("the binary's directory").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let script = format!("set -eu\n{}\n", shell.join("\n"));
-    let run = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(&script)
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .output()
-        .expect("bash runs");
-    assert!(
-        run.status.success(),
-        "{script}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let dir = &run.dir;
     for file in ["webhook-certs/tls.crt", "webhook-certs/tls.key"] {
         assert!(dir.path().join(file).is_file(), "{file}: the Secret's file");
     }
@@ -568,6 +757,10 @@ fn the_no_cert_manager_install_sets_the_ca_bundle_of_both_configurations() {
         let api_version = object["apiVersion"].as_str().expect("apiVersion");
         !api_version.starts_with("cert-manager.io/")
     });
+    // The image the user pushed, in place of the base's placeholder.
+    expected
+        .get_mut("Deployment/pv-topology-webhook")
+        .expect("the Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] = Value::from(USER_IMAGE);
     for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
         let key = format!("{kind}/pv-topology-webhook");
         let config = expected.get_mut(&key).expect("the base's configuration");
