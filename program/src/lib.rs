@@ -123,6 +123,18 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// A clap value parser for a switch (`--flag` alone is true) set by its environment
+/// variable: clap's `BoolishValueParser` spellings (y/yes/t/true/on/1, n/no/f/false/off/0,
+/// any case), as a systemd `EnvironmentFile` or a pod's `env:` writes them, with a
+/// message that lists them (clap's says only "value was not a boolean").
+pub fn boolish(text: &str) -> Result<bool, String> {
+    use clap::builder::TypedValueParser as _;
+    let command = clap::Command::new("switch");
+    clap::builder::BoolishValueParser::new()
+        .parse_ref(&command, None, std::ffi::OsStr::new(text))
+        .map_err(|_| format!("{text:?} is not a boolean: use true or false (or 1/0, yes/no, on/off, y/n, t/f)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +187,22 @@ mod tests {
         assert_eq!(cli.log.log_format, LogFormat::Json);
         let args = ["demo", "--log-level", "loud"].map(Into::into);
         assert!(usage::parse_from::<Cli>(args).is_err());
+    }
+
+    #[test]
+    fn switches_take_the_boolish_spellings() {
+        for on in ["1", "y", "yes", "t", "true", "on", "YES", "On"] {
+            assert_eq!(boolish(on), Ok(true), "{on}");
+        }
+        for off in ["0", "n", "no", "f", "false", "off", "NO", "Off"] {
+            assert_eq!(boolish(off), Ok(false), "{off}");
+        }
+        let refused = boolish("maybe").unwrap_err();
+        assert!(
+            refused.starts_with("\"maybe\" is not a boolean") && refused.contains("1/0"),
+            "{refused}"
+        );
+        assert!(boolish("").is_err() && boolish("2").is_err());
     }
 
     #[test]
