@@ -168,6 +168,7 @@ pub struct EcrArgs {
         long = "allowed-account-id",
         env = "CLOUD_CREDENTIAL_PROVIDER_ALLOWED_ACCOUNT_IDS",
         value_delimiter = ',',
+        value_parser = parse_account_id,
         value_name = "ID"
     )]
     pub allowed_accounts: Vec<String>,
@@ -470,12 +471,43 @@ fn parse_text(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
-/// A project ID (`my-project`, or `example.com:my-project`).
-fn parse_project_id(text: &str) -> Result<String, String> {
-    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | ':');
-    if text.is_empty() || text.len() > 100 || !text.chars().all(ok) {
+/// An AWS account ID: "The regex pattern for an account ID string requires
+/// exactly 12 digits" (AWS Organizations API, DescribeAccount's AccountId;
+/// https://docs.aws.amazon.com/accounts/latest/reference/manage-acct-identifiers.html).
+/// Any other never matches a role ARN's account.
+fn parse_account_id(text: &str) -> Result<String, String> {
+    if text.len() != 12 || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
-            "{text:?} is not a project ID: lower-case letters, digits and '-' (with example.com: before it for a domain-scoped project)"
+            "{text:?} is not an AWS account ID: use its 12 digits, such as 012345678901"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A project ID: "The ID must be 6 to 30 lowercase letters, digits, or
+/// hyphens. It must start with a letter. Trailing hyphens are prohibited."
+/// (Resource Manager's Project.setProjectId; the rules of
+/// https://cloud.google.com/resource-manager/docs/creating-managing-projects),
+/// with `DOMAIN:` before it for a legacy domain-scoped project.
+fn parse_project_id(text: &str) -> Result<String, String> {
+    let (domain, project) = text.rsplit_once(':').unwrap_or(("", text));
+    let domain_ok = !text.contains(':')
+        || (!domain.is_empty()
+            && domain.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            }));
+    let project_ok = (6..=30).contains(&project.len())
+        && project.starts_with(|c: char| c.is_ascii_lowercase())
+        && !project.ends_with('-')
+        && project
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !domain_ok || !project_ok {
+        return Err(format!(
+            "{text:?} is not a project ID: 6 to 30 lower-case letters, digits and '-', starting with a letter, not ending with '-' (with example.com: before it for a domain-scoped project)"
         ));
     }
     Ok(text.to_owned())
@@ -530,6 +562,75 @@ mod tests {
         assert!(error.contains("\"maybe\"") && error.contains("1/0"), "{error}");
     }
 
+    /// IDs whose shape the cloud documents are refused at parse time when
+    /// malformed: one could never match, and every pull would be refused.
+    #[test]
+    fn ids_of_a_documented_shape_are_checked() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["cloud-credential-provider"];
+            all.extend(args);
+            Cli::try_parse_from(all).map(|_| ()).map_err(|e| e.to_string())
+        };
+        assert!(parse(&["ecr", "--allowed-account-id=123456789012"]).is_ok());
+        assert!(parse(&["ecr", "--allowed-account-id=123456789012,000000000001"]).is_ok());
+        for bad in [
+            "abc",
+            "1234567890123",
+            "12345678901",
+            "12345678901a",
+            "arn:aws:iam::123456789012:root",
+        ] {
+            let error = parse(&["ecr", &format!("--allowed-account-id={bad}")]).unwrap_err();
+            assert!(
+                error.contains("--allowed-account-id") && error.contains("12 digits"),
+                "{bad}: {error}"
+            );
+        }
+        let guid = "72f988bf-86f1-41af-91ab-2d7cd011db47";
+        assert!(parse(&["acr", "a.json", &format!("--allowed-client-id={guid}")]).is_ok());
+        assert!(parse(&["acr", "a.json", &format!("--allowed-client-id={}", guid.to_uppercase())]).is_ok());
+        for bad in [
+            "my-app",
+            "72f988bf86f141af91ab2d7cd011db47",
+            "72f988bf-86f1-41af-91ab-2d7cd011db4g",
+        ] {
+            let error = parse(&["acr", "a.json", &format!("--allowed-client-id={bad}")]).unwrap_err();
+            assert!(
+                error.contains("--allowed-client-id") && error.contains("GUID"),
+                "{bad}: {error}"
+            );
+        }
+        // A tenant is a GUID or one of its domain names.
+        for good in [guid, "contoso.onmicrosoft.com"] {
+            assert!(
+                parse(&["acr", "a.json", &format!("--allowed-tenant-id={good}")]).is_ok(),
+                "{good}"
+            );
+        }
+        let error = parse(&["acr", "a.json", "--allowed-tenant-id=a/b"]).unwrap_err();
+        assert!(error.contains("--allowed-tenant-id"), "{error}");
+        for good in [
+            "my-project",
+            "example.com:my-project",
+            "abcdef",
+            "a23456789012345678901234567890",
+        ] {
+            assert!(parse_project_id(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "p",
+            "abcde",
+            "1project",
+            "my-project-",
+            "My-Project",
+            "my_project",
+            ":my-project",
+            "a234567890123456789012345678901",
+        ] {
+            assert!(parse_project_id(bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn timeouts_stay_below_kubelets_kill() {
         assert!(parse_timeout("20s").is_ok());
@@ -555,13 +656,13 @@ mod tests {
         assert!(parse(&["-a", "nope"]).is_err());
         // --identity-provider needs --project-id; --sts-audience replaces both.
         assert!(parse(&["--identity-provider", "https://idp"]).is_err());
-        assert!(parse(&["--identity-provider", "https://idp", "--project-id", "p"]).is_ok());
+        assert!(parse(&["--identity-provider", "https://idp", "--project-id", "my-project"]).is_ok());
         assert!(
             parse(&[
                 "--identity-provider",
                 "https://idp",
                 "--project-id",
-                "p",
+                "my-project",
                 "--sts-audience",
                 "a"
             ])

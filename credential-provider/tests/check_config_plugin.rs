@@ -425,3 +425,34 @@ fn a_config_that_cannot_be_checked_is_one_line_on_stderr() {
         out.stderr
     );
 }
+
+/// An AWS account ID is 12 digits: `abc` or 13 digits never matches a role's
+/// account, so the plugin refuses it at parse time and check-config says so,
+/// naming the flag or the variable.
+#[test]
+fn a_malformed_account_id_is_refused_by_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.yaml");
+    let path = config.display().to_string();
+    let entry = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: cloud-credential-provider\n  matchImages: [\"*.dkr.ecr.*.amazonaws.com\"]\n  defaultCacheDuration: 1m\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n";
+    let cases = [
+        (
+            "  args: [ecr, --allowed-account-id=abc]\n",
+            "providers[0].args",
+            "--allowed-account-id",
+        ),
+        (
+            "  args: [ecr]\n  env: [{name: CLOUD_CREDENTIAL_PROVIDER_ALLOWED_ACCOUNT_IDS, value: \"123456789012,1234567890123\"}]\n",
+            "providers[0].env[0]",
+            "CLOUD_CREDENTIAL_PROVIDER_ALLOWED_ACCOUNT_IDS",
+        ),
+    ];
+    for (rest, field, names) in cases {
+        std::fs::write(&config, format!("{entry}{rest}")).unwrap();
+        let out = run(&["check-config", &path], b"");
+        assert_eq!(out.status, 2, "{rest}: {}{}", out.stdout, out.stderr);
+        let line = out.stdout.lines().next().unwrap_or_default();
+        assert!(line.starts_with(&format!("{path}: {field}: ")), "{line}");
+        assert!(line.contains(names) && line.contains("12 digits"), "{line}");
+    }
+}

@@ -94,7 +94,7 @@ fn flag_errors_are_one_line_naming_the_flag() {
             "--identity-provider",
             "https://idp.example.com",
             "--project-id",
-            "p",
+            "my-project",
         ],
         &stdin,
         &[("CLOUD_CREDENTIAL_PROVIDER_STS_AUDIENCE", "aud")],

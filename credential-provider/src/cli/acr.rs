@@ -11,8 +11,8 @@ use cloud_access::SecureEndpoint;
 use suite_program::duration;
 use url::Url;
 
-use super::{ExpiryArgs, parse_text, parse_timeout};
-use crate::backend::acr::{RegistryMirror, parse_mirror};
+use super::{ExpiryArgs, parse_timeout};
+use crate::backend::acr::{RegistryMirror, check_id, parse_mirror};
 
 #[derive(Debug, Args)]
 pub struct AcrArgs {
@@ -85,7 +85,7 @@ pub struct AcrWorkloadIdentityArgs {
         long = "allowed-tenant-id",
         env = "CLOUD_CREDENTIAL_PROVIDER_ALLOWED_TENANT_IDS",
         value_delimiter = ',',
-        value_parser = parse_text,
+        value_parser = parse_tenant_id,
         value_name = "TENANT"
     )]
     pub allowed_tenants: Vec<String>,
@@ -95,7 +95,7 @@ pub struct AcrWorkloadIdentityArgs {
         long = "allowed-client-id",
         env = "CLOUD_CREDENTIAL_PROVIDER_ALLOWED_CLIENT_IDS",
         value_delimiter = ',',
-        value_parser = parse_text,
+        value_parser = parse_client_id,
         value_name = "CLIENT_ID"
     )]
     pub allowed_clients: Vec<String>,
@@ -178,4 +178,26 @@ fn parse_registry_endpoint(text: &str) -> Result<String, String> {
         (true, Some(host), Some(port)) => Ok(format!("{host}:{port}")),
         _ => Err(refused()),
     }
+}
+
+/// A tenant: a GUID or one of its domain names, as the annotation it is
+/// compared with ([`check_id`]: an entry that check refuses never matches).
+fn parse_tenant_id(text: &str) -> Result<String, String> {
+    check_id(text).map_err(|problem| format!("{text:?} is not a tenant ID: {problem}"))?;
+    Ok(text.to_owned())
+}
+
+/// An application (client) ID: "The Application (client) ID for the
+/// related application registered in Microsoft Entra ID, formatted as a
+/// GUID" (Azure SDK, AuthenticationProviderProperties.ClientId), 8-4-4-4-12
+/// hex digits. A tenant has no such rule: it may be given by a domain name.
+fn parse_client_id(text: &str) -> Result<String, String> {
+    let groups: Vec<&str> = text.split('-').collect();
+    let shape = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12]);
+    if !shape || !groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit())) {
+        return Err(format!(
+            "{text:?} is not an application (client) ID: use its GUID, such as 00000000-0000-0000-0000-000000000000"
+        ));
+    }
+    Ok(text.to_owned())
 }

@@ -455,7 +455,7 @@ fn anonymous() -> RegistryAuth {
 
 /// A tenant or client ID from an annotation: a GUID or a domain name, one
 /// path segment (it goes into the token endpoint's path).
-fn check_id(value: &str) -> Result<(), &'static str> {
+pub(crate) fn check_id(value: &str) -> Result<(), &'static str> {
     if value.len() > 253 {
         return Err("it is longer than 253 characters");
     }
