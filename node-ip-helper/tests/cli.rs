@@ -90,6 +90,37 @@ fn a_bad_variable_is_named() {
     );
 }
 
+/// A boolean variable takes 1/0, yes/no, true/false, on/off (y/n, t/f), in
+/// any case, or nothing (false); anything else is refused naming it. `check --node-ip` without
+/// the cloud's addresses stops right after the command line.
+#[test]
+fn boolean_variables_take_the_usual_spellings() {
+    let needs_addresses = "--node-ip needs the cloud's addresses";
+    for value in ["1", "yes", "TRUE", "on", "0", "no", "off", "f", ""] {
+        one_error_line(
+            &run(
+                &["check", "--node-ip", "10.0.0.1"],
+                &[("NODE_IP_HELPER_SKIP_LOCAL_CHECK", value)],
+            ),
+            &[needs_addresses],
+        );
+    }
+    one_error_line(
+        &run(&["check", "--node-ip", "10.0.0.1", "--skip-local-check"], &[]),
+        &[needs_addresses],
+    );
+    one_error_line(
+        &run(
+            &["check", "--node-ip", "10.0.0.1"],
+            &[("NODE_IP_HELPER_SKIP_LOCAL_CHECK", "maybe")],
+        ),
+        &[
+            "invalid value in environment variable NODE_IP_HELPER_SKIP_LOCAL_CHECK (--skip-local-check)",
+            "not a boolean: use 1, yes, true or on; 0, no, false or off",
+        ],
+    );
+}
+
 #[test]
 fn other_usage_errors_are_one_line_too() {
     one_error_line(

@@ -465,3 +465,32 @@ fn the_default_env_examples_are_read_and_applied() {
         "--node-ip=10.0.0.5,fd00:1::5 --hostname-override=node-from-env\n"
     );
 }
+
+/// The boolean flags' variables take the spellings an EnvironmentFile uses
+/// (`=1`, `=yes`, `=on`, `=true` and `=0`, `=no`, `=off`, `=false`, in any
+/// case); the flag alone still sets it.
+#[test]
+fn boolean_variables_take_the_usual_spellings() {
+    let ns = Netns::new();
+    ns.nic("eth0");
+    ns.nic("tailscale0");
+    ns.ip("addr add 10.0.0.5/24 dev eth0");
+    ns.ip("addr add 100.101.102.103/32 dev tailscale0");
+    ns.ip("route add default dev tailscale0 metric 5");
+    ns.ip("route add default via 10.0.0.1 dev eth0 metric 100");
+    let chosen = |value: &str| {
+        let out = ns.helper_env(
+            &[("NODE_IP_HELPER_NO_DEFAULT_EXCLUDES", value)],
+            &["detect", "--output", "flags"],
+        );
+        assert_eq!(out.status, 0, "{value:?}: {}", out.stderr);
+        out.stdout
+    };
+    for yes in ["1", "yes", "true", "on", "Y", "TRUE"] {
+        assert_eq!(chosen(yes), "--node-ip=100.101.102.103\n", "{yes:?}");
+    }
+    for no in ["0", "no", "false", "off", "N", ""] {
+        assert_eq!(chosen(no), "--node-ip=10.0.0.5\n", "{no:?}");
+    }
+    assert_eq!(ns.detect(&["--no-default-excludes"]).unwrap(), ["100.101.102.103"]);
+}
