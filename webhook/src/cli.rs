@@ -245,7 +245,7 @@ pub struct ReviewArgs {
     pub output: Option<ReviewOutput>,
     /// Answer as /validate does (does the PV's topology agree with its disk?) instead
     /// of as /mutate.
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VALIDATE")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VALIDATE", value_parser = suite_program::boolish)]
     pub validate: bool,
     #[command(flatten)]
     pub topology: TopologyArgs,
@@ -328,7 +328,7 @@ pub struct AuditArgs {
     /// Add the missing topology labels through the apiserver (a merge patch of
     /// metadata.labels; needs `patch` on persistentvolumes). nodeAffinity is immutable:
     /// PVs lacking it are reported with the remedy.
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_FIX_LABELS")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_FIX_LABELS", value_parser = suite_program::boolish)]
     pub fix_labels: bool,
     #[command(flatten)]
     pub topology: TopologyArgs,

@@ -1,9 +1,11 @@
 //! What docs/webhook.md promises of the command line and the logs: every flag of
 //! `serve`, `review` and `audit` (and the global ones) has its `PV_TOPOLOGY_WEBHOOK_*`
-//! environment variable and the binary reads it; `serve` runs configured by the
-//! environment alone; `--log-format json` writes one JSON object per line, the answer's
-//! line carrying the request's uid, kind, name and outcome.
+//! environment variable and the binary reads it (a switch's takes 1/0, yes/no, on/off
+//! and the other boolish spellings, each switch seen to take effect); `serve` runs
+//! configured by the environment alone; `--log-format json` writes one JSON object per
+//! line, the answer's line carrying the request's uid, kind, name and outcome.
 
+mod audit_support;
 mod common;
 
 use std::net::SocketAddr;
@@ -111,7 +113,9 @@ fn run_with(sub: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// The binary reads each variable: every flag that refuses a bad value as a usage error
 /// (durations, addresses, counts, choices) refuses it the same way from its variable,
-/// and every switch's variable takes only true or false. Flags that take any text (file names, URLs) are shown read by the run
+/// and every switch's variable refuses what is not a boolean (which spellings it
+/// takes: [`switches_take_the_usual_spellings_from_their_variables`]). Flags that take
+/// any text (file names, URLs) are shown read by the run
 /// configured by the environment below, and by the other tests' runs. Each refusal is
 /// one line with exit status 1 naming the flag, or the variable when it was the source.
 #[test]
@@ -129,7 +133,7 @@ fn the_binary_reads_each_variable() {
         let env = env.expect("checked above");
         // Global flags are read under every subcommand; `review` reads stdin (null here).
         let sub = if sub.is_empty() { "review" } else { sub };
-        // A switch takes no value on the command line; from its variable, true or false.
+        // A switch takes no value on the command line; from its variable, a boolean.
         let by_flag = match switch {
             true => "a switch".to_owned(),
             false => match refusal(&run_with(sub, &[&format!("--{long}=not-a-value")], &[])) {
@@ -157,6 +161,174 @@ fn the_binary_reads_each_variable() {
         "only {} flags refuse a bad value: {refused:?}",
         refused.len()
     );
+}
+
+/// Whether the switch `--long` was on in a run that set it `given`: the value of its
+/// variable, or the flag alone on the command line (`None`). Each switch shows its
+/// effect from outside, without a network: a run whose output is neither the on nor
+/// the off state (a usage error) fails the test.
+fn switch_was_on(long: &str, given: Option<&str>, scratch: &std::path::Path) -> bool {
+    let variable = variable_of(long);
+    let (flag, set) = match given {
+        None => (vec![format!("--{long}")], vec![]),
+        Some(value) => (vec![], vec![(variable.as_str(), value)]),
+    };
+    let file = |name: &str| data_dir().join("files").join(name).to_string_lossy().into_owned();
+    let write = |name: &str, text: &str| {
+        let path = scratch.join(name);
+        std::fs::write(&path, text).expect("written");
+        path.to_string_lossy().into_owned()
+    };
+    let review = |args: &[String]| {
+        let args: Vec<&str> = args.iter().chain(&flag).map(String::as_str).collect();
+        // No cloud is ever asked: every run below stops before a lookup or needs none.
+        let mut env = set.clone();
+        env.extend([
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("GCE_METADATA_HOST", "127.0.0.1:9"),
+        ]);
+        run_with("review", &args, &env)
+    };
+    let status = |output: &Output| {
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let what = format!("--{long} given as {given:?}");
+    match long {
+        // The lying PV is refused only by the validation.
+        "validate" => match status(&review(&["-f".into(), file("lying-zone.yaml")])) {
+            (Some(2), _) => true,
+            (Some(0), _) => false,
+            other => panic!("{what}: {other:?}"),
+        },
+        // A lookup on makes its driver's rule refused at start-up.
+        "aws-ebs-lookup" | "gce-lookup" | "azure-disk-lookup" | "openstack-cinder-lookup" | "vsphere-lookup" => {
+            let rules = write(
+                "one-rule-per-lookup.yaml",
+                "rules:\n  - driver: ebs.csi.aws.com\n    zones: [a]\n  - driver: pd.csi.storage.gke.io\n    zones: [a]\n  - driver: disk.csi.azure.com\n    zones: [a]\n  - driver: cinder.csi.openstack.org\n    zones: [a]\n  - driver: csi.vsphere.vmware.com\n    zones: [a]\n",
+            );
+            let args = ["-f".into(), file("pd-zonal.yaml"), format!("--rules={rules}")];
+            match status(&review(&args)) {
+                (Some(1), stderr)
+                    if stderr.contains(&format!("--{long}")) && stderr.contains("rules are tried before lookups") =>
+                {
+                    true
+                }
+                (Some(0), _) => false,
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        // An insecure config is refused unless the switch allows it.
+        "openstack-allow-insecure-tls" => {
+            let config = write(
+                "insecure-cloud.conf",
+                "[Global]\nauth-url = https://127.0.0.1:1/v3\nregion = RegionOne\nusername = u\nuser-domain-name = Default\npassword = p\ntenant-id = p\ntls-insecure = true\n",
+            );
+            let args = [
+                "-f".into(),
+                file("pd-zonal.yaml"),
+                "--openstack-cinder-lookup".into(),
+                format!("--openstack-cloud-config={config}"),
+            ];
+            match status(&review(&args)) {
+                (Some(0), _) => true,
+                (Some(1), stderr)
+                    if stderr.contains("tls-insecure") && stderr.contains("--openstack-allow-insecure-tls") =>
+                {
+                    false
+                }
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        "vsphere-allow-insecure-tls" => {
+            let config = write(
+                "insecure-vsphere.conf",
+                "[VirtualCenter \"127.0.0.1\"]\nuser = \"u@vsphere.local\"\npassword = \"p\"\ninsecure-flag = \"true\"\n",
+            );
+            let args = [
+                "-f".into(),
+                file("pd-zonal.yaml"),
+                "--vsphere-lookup".into(),
+                format!("--vsphere-config={config}"),
+                "--vsphere-endpoint=https://127.0.0.1:1/".into(),
+            ];
+            match status(&review(&args)) {
+                (Some(0), _) => true,
+                (Some(1), stderr)
+                    if stderr.contains("insecure-flag") && stderr.contains("--vsphere-allow-insecure-tls") =>
+                {
+                    false
+                }
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        // The audit patches the unlabelled PV only with --fix-labels.
+        "fix-labels" => {
+            let fake = audit_support::FakeApiserver::start(audit_support::cluster(vec![audit_support::pd(
+                "unlabelled",
+                false,
+            )]));
+            let kubeconfig = audit_support::kubeconfig(scratch, &fake.url());
+            let flag: Vec<&str> = flag.iter().map(String::as_str).collect();
+            let run = audit_support::audit(&kubeconfig, &flag, &set, Duration::from_secs(20));
+            match (run.code, fake.count("PATCH")) {
+                (Some(0), 1) => true,
+                (Some(2), 0) => false,
+                other => panic!("{what}: {other:?}: {run:?}"),
+            }
+        }
+        other => panic!("a new switch --{other}: add how its effect shows to switch_was_on"),
+    }
+}
+
+/// A switch's variable takes the spellings a systemd EnvironmentFile or a pod's `env:`
+/// commonly writes (clap's boolish ones: y/yes/t/true/on/1, n/no/f/false/off/0, any
+/// case), each switch's 1 and 0 take effect, the flag alone still turns it on, and
+/// another value is refused in one line naming the variable and the spellings.
+#[test]
+fn switches_take_the_usual_spellings_from_their_variables() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let mut switches: Vec<String> = every_flag()
+        .into_iter()
+        .filter(|(_, _, _, switch)| *switch)
+        .map(|(_, long, _, _)| long)
+        .collect();
+    // The lookups' switches are one definition under serve, review and audit.
+    switches.sort();
+    switches.dedup();
+    assert!(switches.len() >= 8, "{switches:?}");
+    for long in &switches {
+        let variable = variable_of(long);
+        assert!(switch_was_on(long, None, scratch.path()), "--{long} alone");
+        assert!(switch_was_on(long, Some("1"), scratch.path()), "{variable}=1");
+        assert!(!switch_was_on(long, Some("0"), scratch.path()), "{variable}=0");
+    }
+    for on in ["y", "yes", "t", "true", "on", "1", "YES", "True", "On"] {
+        assert!(switch_was_on("validate", Some(on), scratch.path()), "{on}");
+    }
+    for off in ["n", "no", "f", "false", "off", "0", "NO", "False", "OFF"] {
+        assert!(!switch_was_on("validate", Some(off), scratch.path()), "{off}");
+    }
+    let lying = data_dir().join("files/lying-zone.yaml");
+    let output = run_with(
+        "review",
+        &["-f", lying.to_str().expect("UTF-8")],
+        &[("PV_TOPOLOGY_WEBHOOK_VALIDATE", "maybe")],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    for word in [
+        "pv-topology-webhook: invalid value in environment variable PV_TOPOLOGY_WEBHOOK_VALIDATE (--validate)",
+        "\"maybe\"",
+        "1/0, yes/no, on/off",
+        "fix or unset the variable",
+    ] {
+        assert!(stderr.contains(word), "{word:?} not in {stderr}");
+    }
 }
 
 /// `GET path` over plain HTTP/1.0: status and body.

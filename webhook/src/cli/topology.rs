@@ -79,7 +79,7 @@ pub struct AwsArgs {
     /// Look up EBS volumes (in-tree awsElasticBlockStore IDs without a zone, and
     /// ebs.csi.aws.com handles) with EC2 DescribeVolumes. Credentials come from the
     /// standard AWS chain (IRSA, Pod Identity, instance role, environment).
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_AWS_EBS_LOOKUP")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_AWS_EBS_LOOKUP", value_parser = suite_program::boolish)]
     pub aws_ebs_lookup: bool,
     /// The cluster's AWS region, for --aws-ebs-lookup (default: $AWS_REGION, then
     /// $AWS_DEFAULT_REGION).
@@ -96,7 +96,7 @@ pub struct GceArgs {
     /// regional disks' replica zones) with Compute Engine disks.get and regionDisks.get.
     /// The token is the metadata server's (the node's service account, or GKE Workload
     /// Identity's).
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_GCE_LOOKUP")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_GCE_LOOKUP", value_parser = suite_program::boolish)]
     pub gce_lookup: bool,
     /// The project disks are looked up in, for --gce-lookup, unless a CSI handle names its
     /// own (default: the metadata server's project/project-id).
@@ -132,7 +132,7 @@ pub struct AzureArgs {
     /// handles) with Azure Resource Manager Disks.Get. Credentials come from the cloud
     /// config (--azure-config): workload identity (with the pod's AZURE_* variables),
     /// managed identity, or a client secret.
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_AZURE_DISK_LOOKUP")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_AZURE_DISK_LOOKUP", value_parser = suite_program::boolish)]
     pub azure_disk_lookup: bool,
     /// The Azure cloud config (azure.json, JSON or YAML, as cloud-provider-azure reads
     /// it), for --azure-disk-lookup: the cloud and the credentials. Read at start-up.
@@ -167,7 +167,7 @@ pub struct OpenStackArgs {
     /// volume's availability zone, the region the config's. Credentials come from
     /// --openstack-cloud-config (application credential or password), or from
     /// --openstack-clouds-file when --os-cloud is set.
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_CINDER_LOOKUP")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_CINDER_LOOKUP", value_parser = suite_program::boolish)]
     pub openstack_cinder_lookup: bool,
     /// The OpenStack cloud provider's cloud.conf ([Global] auth-url, region, credentials;
     /// [BlockStorage] ignore-volume-az), for --openstack-cinder-lookup. Read at start-up.
@@ -192,7 +192,7 @@ pub struct OpenStackArgs {
     pub openstack_clouds_file: PathBuf,
     /// Allow the config's tls-insecure (clouds.yaml: verify: false), which turns off
     /// the check of Keystone's and Cinder's certificates; refused without this flag.
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_ALLOW_INSECURE_TLS")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_OPENSTACK_ALLOW_INSECURE_TLS", value_parser = suite_program::boolish)]
     pub openstack_allow_insecure_tls: bool,
 }
 
@@ -204,7 +204,7 @@ pub struct VsphereArgs {
     /// handles) in vCenter: the zone and region are the tags (of --vsphere-zone-category
     /// and --vsphere-region-category) on the hosts that mount the volume's datastore, or
     /// on their nearest tagged ancestor. Credentials come from --vsphere-config.
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_LOOKUP")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_LOOKUP", value_parser = suite_program::boolish)]
     pub vsphere_lookup: bool,
     /// The vSphere CSI driver's config (csi-vsphere.conf: [Global] or
     /// [VirtualCenter "host"] with user, password, ca-file, port), mounted from its
@@ -238,6 +238,6 @@ pub struct VsphereArgs {
     pub vsphere_region_category: String,
     /// Allow the config's insecure-flag, which turns off the check of vCenter's
     /// certificate; refused without this flag.
-    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_ALLOW_INSECURE_TLS")]
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_ALLOW_INSECURE_TLS", value_parser = suite_program::boolish)]
     pub vsphere_allow_insecure_tls: bool,
 }
