@@ -494,3 +494,40 @@ fn boolean_variables_take_the_usual_spellings() {
     }
     assert_eq!(ns.detect(&["--no-default-excludes"]).unwrap(), ["100.101.102.103"]);
 }
+
+/// The `kubelet.env` README.md and docs/node-ip-helper.md show after their
+/// `write … --env-file kubelet.env` is the whole file, line for line (`…`
+/// for the addresses), as `write` writes it on a host with one address.
+#[test]
+fn the_env_file_the_docs_show_is_the_whole_file() {
+    let ns = Netns::new();
+    ns.nic("eth0");
+    ns.ip("addr add 10.0.0.5/24 dev eth0");
+    ns.ip("route add default via 10.0.0.1 dev eth0");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let env_file = dir.path().join("kubelet.env");
+    let out = ns.helper(&["write", "--source", "local", "--env-file", env_file.to_str().unwrap()]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let written = std::fs::read_to_string(&env_file).expect("the env file");
+    let written: Vec<&str> = written.lines().collect();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for document in ["README.md", "docs/node-ip-helper.md"] {
+        let text = std::fs::read_to_string(root.join(document)).expect("the document");
+        let shown: Vec<String> = cluster_harness::readme::tested_blocks(&text)
+            .into_iter()
+            .filter(|block| block.script.contains("cat kubelet.env"))
+            .flat_map(|block| block.shown_output.expect("the output shown"))
+            .collect();
+        assert_eq!(
+            shown.len(),
+            written.len(),
+            "{document} shows {shown:#?}, written: {written:#?}"
+        );
+        for (shown, written) in shown.iter().zip(&written) {
+            assert!(
+                cluster_harness::readme::matches(shown, written),
+                "{document}: {shown:?} is not {written:?}"
+            );
+        }
+    }
+}
