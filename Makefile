@@ -135,6 +135,32 @@ image: image-tools
 image-test: image
 	bash tests/image/run.sh
 
+# Push the image `make image` wrote to where the cluster pulls from (docs/webhook.md,
+# "Image"): `make image push REGISTRY=ghcr.io/your-org` gives
+# $(REGISTRY)/pv-topology-webhook:$(IMAGE_TAG), with buildah (vfs storage, as
+# scripts/image.sh) and no other tool. Log in first (`buildah login REGISTRY`, or
+# the registry's entry in ~/.docker/config.json); PUSH_FLAGS=--tls-verify=false
+# for a registry on plain HTTP. Prints the pushed digest (the chart's image.digest).
+IMAGE_ARCHIVE ?= target/image/pv-topology-webhook.tar
+IMAGE_TAG ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+.PHONY: push
+push:
+	@[ -n "$(REGISTRY)" ] || { echo 'push: set REGISTRY to where the cluster pulls from: make push REGISTRY=ghcr.io/your-org' >&2; exit 1; }
+	@[ -s "$(IMAGE_ARCHIVE)" ] || { echo 'push: no $(IMAGE_ARCHIVE): run make image first' >&2; exit 1; }
+	@command -v buildah >/dev/null || { echo 'push: buildah is missing (make tools)' >&2; exit 1; }
+	@set -eu; b="buildah --storage-driver vfs"; digest=$$(mktemp); id=; \
+	  trap '[ -z "$$id" ] || $$b rmi "$$id" >/dev/null 2>&1 || true; rm -f "$$digest"' EXIT; \
+	  id=$$($$b pull --quiet "oci-archive:$(IMAGE_ARCHIVE)"); \
+	  $$b push --quiet --digestfile "$$digest" $(PUSH_FLAGS) "$$id" "docker://$(REGISTRY)/pv-topology-webhook:$(IMAGE_TAG)"; \
+	  echo "push: $(REGISTRY)/pv-topology-webhook:$(IMAGE_TAG) ($$(cat "$$digest"))"
+
+# `make push` against a real registry on 127.0.0.1 (Debian's docker-registry):
+# tests/image/push.sh.
+.PHONY: push-test
+push-test: image
+	@command -v docker-registry >/dev/null || { apt-get update -qq && apt-get install -y -qq docker-registry; }
+	bash tests/image/push.sh
+
 # Release archives (issue 13): target/dist/<program>-<version>-x86_64-linux.tar.gz
 # for the three programs (node programs built `small`, the webhook `release`),
 # a CycloneDX SBOM beside each (scripts/sbom.sh) and SHA256SUMS; see
