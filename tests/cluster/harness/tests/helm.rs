@@ -508,7 +508,7 @@ fn bad_values_fail_on_the_schema_with_a_message() {
     // are refused with.
     let build_and_push: &[&str] = &[
         "at '/image/repository'",
-        "make image",
+        "make image push REGISTRY=",
         "skopeo copy oci-archive:target/image/pv-topology-webhook.tar docker://",
         "podman push",
         "--set image.repository=",
