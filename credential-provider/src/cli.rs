@@ -366,9 +366,11 @@ pub struct CheckConfigArgs {
         value_name = "DIR"
     )]
     pub bin_dir: Option<PathBuf>,
-    /// The kubelet that will read the config (1.33, v1.34.2): tokenAttributes
-    /// needs 1.33 (alpha, off by default) or 1.34 (beta, on by default),
-    /// tokenAttributes.cacheType 1.34. Unset: 1.34 or later.
+    /// The kubelet that will read the config (1.33, v1.34.2): the v1beta1
+    /// APIs need 1.24, v1 1.26 (v1alpha1 1.20; none removed since); a
+    /// directory 1.34; tokenAttributes 1.33 (alpha, off by default) or 1.34
+    /// (beta, on by default), tokenAttributes.cacheType 1.34. Unset: 1.34 or
+    /// later.
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_KUBELET_VERSION", value_parser = crate::kubelet_config::KubeletVersion::parse, value_name = "VERSION")]
     pub kubelet_version: Option<crate::kubelet_config::KubeletVersion>,
     /// kubelet's --feature-gates (NAME=true|false,...); only
@@ -546,8 +548,8 @@ mod tests {
                 Err(e) => Err(e),
             }
         };
-        assert_eq!(ecr(&["--require-role-annotation"]).unwrap(), true);
-        assert_eq!(ecr(&[]).unwrap(), false);
+        assert!(ecr(&["--require-role-annotation"]).unwrap());
+        assert!(!ecr(&[]).unwrap());
         for (text, value) in [
             ("1", true),
             ("Yes", true),

@@ -456,3 +456,48 @@ fn a_malformed_account_id_is_refused_by_the_plugin() {
         assert!(line.contains(names) && line.contains("12 digits"), "{line}");
     }
 }
+
+/// `--kubelet-version` knows which API versions a kubelet serves (v1alpha1
+/// from 1.20, v1beta1 from 1.24, v1 from 1.26; none removed as of 1.37)
+/// and that it reads a config directory only from 1.34.
+#[test]
+fn api_versions_and_directories_are_judged_for_the_kubelet_version() {
+    let versions = |name: &str| data("kubelet-versions").join(name).display().to_string();
+    let cases: [(&str, &str, &str); 4] = [
+        ("v1.yaml", "1.25", "1.26"),
+        ("v1beta1.yaml", "1.23", "1.24"),
+        ("v1alpha1.yaml", "1.19", "1.20"),
+        ("v1beta1.yaml", "1.37", "1.37"),
+    ];
+    for (file, too_old, first) in cases {
+        let path = versions(file);
+        let version = file.trim_end_matches(".yaml");
+        if too_old != first {
+            let out = run(&["check-config", "--kubelet-version", too_old, &path], b"");
+            assert_eq!(out.status, 2, "{file} at {too_old}: {}{}", out.stdout, out.stderr);
+            for field in ["apiVersion", "providers[0].apiVersion"] {
+                let line = out
+                    .stdout
+                    .lines()
+                    .find(|l| l.starts_with(&format!("{path}: {field}: ")))
+                    .unwrap_or_else(|| panic!("{file} at {too_old}: no {field} line:\n{}", out.stdout));
+                assert!(
+                    line.contains(version) && line.contains(&format!("kubelet {too_old}")) && line.contains(first),
+                    "{line}"
+                );
+            }
+        }
+        let out = run(&["check-config", "--kubelet-version", first, &path], b"");
+        assert_eq!(out.status, 0, "{file} at {first}: {}{}", out.stdout, out.stderr);
+    }
+    let dir = configs("dir-ok");
+    let out = run(&["check-config", "--kubelet-version", "1.31", &dir], b"");
+    assert_eq!(out.status, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.starts_with(&format!("{dir}: ")) && out.stdout.contains("directory") && out.stdout.contains("1.34"),
+        "{}",
+        out.stdout
+    );
+    let out = run(&["check-config", "--kubelet-version", "1.34", &dir], b"");
+    assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);
+}

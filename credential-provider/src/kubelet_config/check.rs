@@ -143,6 +143,16 @@ fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> (Vec<P
         .into_iter()
         .map(|e| kubelet(Some(e.field), e.message))
         .collect();
+    if config.directory && !options.target.reads_directories() {
+        problems.push(kubelet(
+            None,
+            format!(
+                "is a directory: {} reads --image-credential-provider-config as one file (a directory needs kubelet 1.{} or later): give it one file",
+                options.target.describe(),
+                super::versions::DIRECTORY_SINCE
+            ),
+        ));
+    }
     let mut warnings = Vec::new();
     let mut bin_dir_ok = true;
     if let Some(dir) = &options.bin_dir

@@ -27,6 +27,11 @@ pub struct CredentialProviderConfig {
     pub providers: Vec<Provider>,
     /// The file each provider came from, for messages.
     pub sources: Vec<PathBuf>,
+    /// Each file read, with its `apiVersion` (`kubelet.config.k8s.io/v1`):
+    /// which kubelets serve it depends on the version.
+    pub files: Vec<(PathBuf, String)>,
+    /// Whether the config was a directory (kubelet reads one from 1.34).
+    pub directory: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -159,10 +164,14 @@ pub fn load(path: &Path) -> Result<CredentialProviderConfig, ConfigError> {
     let mut config = CredentialProviderConfig {
         providers: Vec::new(),
         sources: Vec::new(),
+        files: Vec::new(),
+        directory: metadata.is_dir(),
     };
     for file in files {
         let text = cloud_access::files::read_regular_to_string(&file, MAX_CONFIG_FILE).map_err(ConfigError::File)?;
-        for provider in decode(&file, &text)? {
+        let (api_version, providers) = decode_with_version(&file, &text)?;
+        config.files.push((file.clone(), api_version));
+        for provider in providers {
             // kubelet refuses a repeated name while merging, even in one file.
             if let Some(i) = config.providers.iter().position(|p| p.name == provider.name) {
                 return Err(ConfigError::DuplicateName {
@@ -181,6 +190,11 @@ pub fn load(path: &Path) -> Result<CredentialProviderConfig, ConfigError> {
 /// Decodes one file's text (JSON is YAML too), strictly: unknown and
 /// duplicate fields are errors, as in kubelet.
 pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
+    decode_with_version(path, text).map(|(_, providers)| providers)
+}
+
+/// [`decode`], with the file's `apiVersion`.
+fn decode_with_version(path: &Path, text: &str) -> Result<(String, Vec<Provider>), ConfigError> {
     let syntax = |reason: String| ConfigError::Syntax {
         path: path.to_owned(),
         reason,
@@ -235,7 +249,7 @@ pub fn decode(path: &Path, text: &str) -> Result<Vec<Provider>, ConfigError> {
         field: e.path().to_string(),
         reason: e.into_inner().to_string(),
     })?;
-    Ok(file.providers)
+    Ok((api_version, file.providers))
 }
 
 #[cfg(test)]

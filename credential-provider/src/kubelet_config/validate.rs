@@ -40,6 +40,18 @@ pub fn validate_for(config: &CredentialProviderConfig, target: &KubeletTarget) -
             message: "Required value: at least 1 item in providers is required".into(),
         });
     }
+    for (file, api_version) in &config.files {
+        if let Some(mut message) = unserved(target, api_version) {
+            // A directory's files each have one.
+            if config.directory {
+                message.push_str(&format!(" (in {})", file.display()));
+            }
+            errors.push(FieldError {
+                field: "apiVersion".into(),
+                message,
+            });
+        }
+    }
     let mut seen = BTreeSet::new();
     for (i, provider) in config.providers.iter().enumerate() {
         let path = format!("providers[{i}]");
@@ -82,6 +94,8 @@ fn validate_provider(
             api_version_field,
             "Required value: use credentialprovider.kubelet.k8s.io/v1".into(),
         );
+    } else if let Some(message) = unserved(target, &provider.api_version) {
+        push(api_version_field, message);
     } else if ApiVersion::parse(&provider.api_version).is_none() {
         let supported: Vec<_> = ApiVersion::ALL.iter().map(|v| format!("{:?}", v.as_str())).collect();
         push(
@@ -126,6 +140,21 @@ fn validate_provider(
     if let Some(attributes) = &provider.token_attributes {
         validate_token_attributes(&format!("{path}.tokenAttributes"), provider, attributes, target, errors);
     }
+}
+
+/// Why `target` cannot take `api_version` (`GROUP/VERSION`), if it cannot:
+/// a kubelet too old for that version.
+fn unserved(target: &KubeletTarget, api_version: &str) -> Option<String> {
+    let (_, version) = api_version.split_once('/')?;
+    let since = target.lacks_api_version(version)?;
+    let served = match target.served_api_versions() {
+        served if served.is_empty() => "no version".to_owned(),
+        served => served.join(", "),
+    };
+    Some(format!(
+        "Unsupported value: {api_version:?}: {} serves {served} of this API; {version} needs kubelet 1.{since} or later",
+        target.describe(),
+    ))
 }
 
 fn validate_token_attributes(
@@ -323,6 +352,8 @@ mod tests {
         let config = CredentialProviderConfig {
             providers,
             sources: vec![Default::default(); n],
+            files: vec![],
+            directory: false,
         };
         validate(&config).into_iter().map(|e| e.field).collect()
     }

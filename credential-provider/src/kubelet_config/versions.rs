@@ -16,6 +16,19 @@ pub const TOKEN_ATTRIBUTES_SINCE: u32 = 33;
 /// The first minor version with the gate on by default, and `cacheType`.
 pub const TOKEN_GATE_ON_SINCE: u32 = 34;
 
+/// The first minor version serving each API version, the same for the
+/// config (`kubelet.config.k8s.io`) and the plugin protocol
+/// (`credentialprovider.kubelet.k8s.io`): v1alpha1 with the feature (1.20,
+/// alpha gate `KubeletCredentialProviders`, on by default from 1.24),
+/// v1beta1 from 1.24 (kubernetes/kubernetes#108847), v1 from 1.26 when the
+/// feature went GA (#111616). None has been removed: kubelet v1.37.2's
+/// `pkg/credentialprovider/plugin` still registers all three.
+pub const API_VERSIONS_SINCE: [(&str, u32); 3] = [("v1alpha1", 20), ("v1beta1", 24), ("v1", 26)];
+
+/// The first minor version whose `--image-credential-provider-config` may
+/// name a directory (kubernetes/kubernetes#131658, CHANGELOG-1.34).
+pub const DIRECTORY_SINCE: u32 = 34;
+
 /// A kubelet's version, `1.MINOR`: the patch level changes no rule here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KubeletVersion {
@@ -96,6 +109,28 @@ impl KubeletTarget {
         self.at_least(TOKEN_ATTRIBUTES_SINCE)
     }
 
+    /// The first version serving API `version` (`v1`, `v1beta1`, the part
+    /// after the group), when this kubelet is older; `None` when it serves
+    /// it (or the version is unknown: another rule names that).
+    pub fn lacks_api_version(&self, version: &str) -> Option<u32> {
+        let since = API_VERSIONS_SINCE.iter().find(|(name, _)| *name == version)?.1;
+        (!self.at_least(since)).then_some(since)
+    }
+
+    /// The API versions this kubelet serves, for a message.
+    pub fn served_api_versions(&self) -> Vec<&'static str> {
+        API_VERSIONS_SINCE
+            .iter()
+            .filter(|(_, since)| self.at_least(*since))
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    /// Whether `--image-credential-provider-config` may be a directory.
+    pub fn reads_directories(&self) -> bool {
+        self.at_least(DIRECTORY_SINCE)
+    }
+
     /// Whether its `tokenAttributes` has `cacheType` (then required).
     pub fn knows_cache_type(&self) -> bool {
         self.at_least(TOKEN_GATE_ON_SINCE)
@@ -158,5 +193,14 @@ mod tests {
             ..at(33)
         };
         assert!(gated.token_gate_on());
+        assert_eq!(at(25).lacks_api_version("v1"), Some(26));
+        assert_eq!(at(26).lacks_api_version("v1"), None);
+        assert_eq!(at(23).lacks_api_version("v1beta1"), Some(24));
+        assert_eq!(at(37).lacks_api_version("v1alpha1"), None);
+        assert_eq!(at(19).lacks_api_version("v1alpha1"), Some(20));
+        assert_eq!(at(25).served_api_versions(), ["v1alpha1", "v1beta1"]);
+        assert!(KubeletTarget::default().lacks_api_version("v1").is_none());
+        assert!(!at(33).reads_directories() && at(34).reads_directories());
+        assert!(KubeletTarget::default().reads_directories());
     }
 }
