@@ -19,7 +19,12 @@ fuzz_target!(|data: &[u8]| {
     match decode(path, text) {
         Ok(providers) => {
             let sources = vec![PathBuf::from(path); providers.len()];
-            let config = CredentialProviderConfig { providers, sources };
+            let config = CredentialProviderConfig {
+                providers,
+                sources,
+                files: Vec::new(),
+                directory: false,
+            };
             for problem in validate(&config) {
                 assert!(!problem.field.is_empty(), "a problem without a field path: {problem:?}");
                 assert!(problem.to_string().starts_with(&problem.field));
