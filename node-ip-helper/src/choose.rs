@@ -12,7 +12,7 @@ use crate::filters::Filters;
 use crate::host::Host;
 use crate::output::Detection;
 use crate::select::{self, ChosenAddress, NoAddress};
-use crate::source::Origin;
+use crate::source::{MetadataAnswer, Origin};
 use crate::{cloud, family};
 
 /// What the flags ask of the choice, turned into domain terms once (by
@@ -59,6 +59,8 @@ pub struct Observed {
     pub cloud: Option<CloudView>,
     /// The kernel's hostname, when the node name comes from it.
     pub kernel_hostname: Option<String>,
+    /// For `auto`: what each metadata service answered.
+    pub asked: Vec<MetadataAnswer>,
 }
 
 impl Observed {
@@ -180,6 +182,7 @@ fn detection(config: &Config, observed: &Observed, chosen: Vec<ChosenAddress>) -
         source: observed.origin(),
         addresses: chosen,
         cloud_addresses: observed.instance().map(|i| i.addresses.clone()),
+        metadata_services: observed.asked.clone(),
     })
 }
 
@@ -242,7 +245,7 @@ mod tests {
     fn cloud(provider: Provider, instance: Instance) -> Observed {
         Observed {
             cloud: Some(CloudView { provider, instance }),
-            kernel_hostname: None,
+            ..Observed::default()
         }
     }
 
@@ -265,6 +268,7 @@ mod tests {
                 instance: instance.clone(),
             }),
             kernel_hostname: Some(hostile.into()),
+            asked: Vec::new(),
         };
         for (from, provider, what) in [
             (NodeNameFrom::Hostname, None, "the kernel's hostname"),

@@ -52,6 +52,10 @@ pub enum Error {
         "--source auto: no metadata service answered, and {0}: the host's own addresses are not taken in a failing cloud's place; retry (the unit's Restart=on-failure does), or, if this host has no cloud, give --source local (for the unit: NODE_IP_HELPER_SOURCE=local in /etc/default/node-ip-helper)"
     )]
     AutoFailing(MetadataError),
+    #[error(
+        "--source auto: no metadata service answered {0}: run this on the node itself, or give the instance's addresses as the cloud reports them with --cloud-addresses FILE instead of --source"
+    )]
+    NoMetadataAnswered(String),
     #[error(transparent)]
     ConfigDrive(#[from] cloud_access::metadata::openstack::ConfigDriveError),
     #[error("{0}")]
@@ -96,6 +100,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Detect(command) => {
             let detection = detect(&command.detect).await?;
+            if let Some(note) = detection.fallback_note() {
+                eprintln!("node-ip-helper: {note}");
+            }
             print(&detection.render(command.output))?;
             Ok(ExitCode::SUCCESS)
         }
@@ -115,6 +122,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
                 Some(detection) => detection,
                 None => choose::decide(&host, &config, &observed)?,
             };
+            if let Some(note) = detection.fallback_note() {
+                eprintln!("node-ip-helper: {note}");
+            }
             let outcome = envfile::write_if_changed(&command.env_file, detection.render(OutputFormat::Env).as_bytes())
                 .map_err(file_error("--env-file"))?;
             if let Some(path) = &command.sticky {

@@ -15,22 +15,19 @@ use crate::ccm::NodeAddress;
 use crate::choose::{CloudView, NodeNameFrom, Observed};
 use crate::cli::{DetectArgs, MetadataArgs};
 use crate::family::IpFamilyPolicy;
-use crate::source::Source;
+use crate::source::{MetadataAnswer, Source};
 
 /// Asks the source named by the flags.
 pub async fn observe(args: &DetectArgs) -> Result<Observed, Error> {
     let metadata = &args.metadata;
-    let cloud = match cloud(args.source, metadata, args.ip_family).await? {
+    let (cloud, asked) = cloud(args.source, metadata, args.ip_family).await?;
+    let cloud = match cloud {
         Some(CloudView { provider, instance }) if args.node_name_from == Some(NodeNameFrom::PrivateDns) => {
             let instance = match provider {
                 Provider::Aws => with_ec2_private_dns(instance, metadata.metadata_timeout).await?,
                 _ => instance,
             };
             Some(CloudView { provider, instance })
-        }
-        None if args.source == Source::Auto => {
-            tracing::info!("no metadata service answered; choosing from the host's interfaces and routes");
-            None
         }
         cloud => cloud,
     };
@@ -41,27 +38,34 @@ pub async fn observe(args: &DetectArgs) -> Result<Observed, Error> {
         }
         _ => None,
     };
-    let observed = Observed { cloud, kernel_hostname };
+    let observed = Observed {
+        cloud,
+        kernel_hostname,
+        asked,
+    };
     tracing::debug!(source = %observed.origin(), cloud = ?observed.cloud, "source answered");
     Ok(observed)
 }
 
 /// The cloud's view of the instance: `None` for the local source without
-/// asking anything, and for `auto` when no metadata service answered.
+/// asking anything, and for `auto` when no metadata service answered; and,
+/// for `auto`, what each service answered.
 pub async fn cloud(
     source: Source,
     metadata: &MetadataArgs,
     policy: IpFamilyPolicy,
-) -> Result<Option<CloudView>, Error> {
+) -> Result<(Option<CloudView>, Vec<MetadataAnswer>), Error> {
     let endpoint = metadata.metadata_endpoint.as_ref();
     let timeout = metadata.metadata_timeout;
     let (provider, instance) = match source {
-        Source::Local => return Ok(None),
-        Source::Auto => match detect_provider(endpoint, policy, timeout).await {
-            Ok(Some(answer)) => answer,
-            Ok(None) => return Ok(None),
-            Err(failing) => return Err(Error::AutoFailing(failing)),
-        },
+        Source::Local => return Ok((None, Vec::new())),
+        Source::Auto => {
+            let (answered, asked) = detect_provider(endpoint, policy, timeout)
+                .await
+                .map_err(Error::AutoFailing)?;
+            let cloud = answered.map(|(provider, instance)| CloudView { provider, instance });
+            return Ok((cloud, asked));
+        }
         Source::Cloud(Provider::OpenStack) if metadata.config_drive.is_some() => {
             let root = metadata.config_drive.as_deref().unwrap_or(Path::new("/"));
             (
@@ -71,7 +75,7 @@ pub async fn cloud(
         }
         Source::Cloud(provider) => (provider, fetch(provider, endpoint, policy, timeout).await?),
     };
-    Ok(Some(CloudView { provider, instance }))
+    Ok((Some(CloudView { provider, instance }), Vec::new()))
 }
 
 /// Where to ask: the override, or the provider's documented endpoint (AWS's
@@ -107,28 +111,33 @@ pub async fn fetch(
 /// one answered a server error (5xx), that error: a metadata service that
 /// exists and fails means a cloud whose addresses are unknown for now, not
 /// a host without a cloud, so the host's own addresses must not stand in.
+/// With what each service answered, in the same order.
 pub async fn detect_provider(
     override_url: Option<&Url>,
     policy: IpFamilyPolicy,
     timeout: Duration,
-) -> Result<Option<(Provider, Instance)>, MetadataError> {
+) -> Result<(Option<(Provider, Instance)>, Vec<MetadataAnswer>), MetadataError> {
     let attempts = Provider::ALL.map(|provider| async move {
+        let url = endpoint(provider, override_url, policy)
+            .map(|u| cloud_access::http::shown_url(&u))
+            .unwrap_or_default();
         let result = fetch(provider, override_url, policy, timeout).await;
         if let Err(error) = &result {
             tracing::debug!(provider = provider.name(), %error, "metadata service did not answer");
         }
-        (provider, result)
+        (provider, MetadataAnswer::of(provider, &url, &result), result)
     });
     let results = futures_util::future::join_all(attempts).await;
+    let asked = results.iter().map(|(_, answer, _)| answer.clone()).collect();
     let mut failing = None;
-    for (provider, result) in results {
+    for (provider, _, result) in results {
         match result {
-            Ok(instance) => return Ok(Some((provider, instance))),
+            Ok(instance) => return Ok((Some((provider, instance)), asked)),
             Err(error @ MetadataError::Status { status: 500.., .. }) if failing.is_none() => failing = Some(error),
             Err(_) => {}
         }
     }
-    failing.map_or(Ok(None), Err)
+    failing.map_or(Ok((None, asked)), Err)
 }
 
 /// EC2's own `PrivateDnsName` for the instance: with a custom DHCP domain
@@ -171,13 +180,12 @@ async fn with_ec2_private_dns(mut instance: Instance, timeout: Duration) -> Resu
 pub async fn cloud_addresses(source: Source, metadata: &MetadataArgs) -> Result<Vec<NodeAddress>, Error> {
     if source == Source::Local {
         return Err(Error::Usage(
-            "--source local has no cloud addresses: give a cloud's name, auto, or --cloud-addresses".into(),
+            "--source local has no cloud addresses: give a cloud's name, auto, or --cloud-addresses FILE".into(),
         ));
     }
     // The family policy only picks AWS's IPv6 endpoint; IPv4 is the default.
-    let cloud = cloud(source, metadata, IpFamilyPolicy::Ipv4)
-        .await?
-        .ok_or_else(|| Error::Usage("--source auto: no metadata service answered on this machine".into()))?;
+    let (cloud, asked) = cloud(source, metadata, IpFamilyPolicy::Ipv4).await?;
+    let cloud = cloud.ok_or_else(|| Error::NoMetadataAnswered(crate::source::asked_summary(&asked)))?;
     Ok(cloud
         .instance
         .addresses

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::ccm::Verdict;
 use crate::live::{self, Diagnosis, NodeFacts};
 use crate::select::ChosenAddress;
-use crate::source::Origin;
+use crate::source::{MetadataAnswer, Origin, asked_summary};
 
 /// The choice, with its reasons.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,11 +28,16 @@ pub struct Detection {
     /// manager's order: what the node's `status.addresses` will be built from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cloud_addresses: Option<Vec<cloud_access::metadata::CloudAddress>>,
+    /// For `--source auto`: each metadata service asked and what it
+    /// answered, which says why the source is what it is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metadata_services: Vec<MetadataAnswer>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
-    /// `{"nodeIPs": [...], "hostname": ..., "source": ..., "addresses": [...]}`.
+    /// `{"nodeIPs": [...], "hostname": ..., "source": ..., "addresses": [...]}`,
+    /// with `metadataServices` (who was asked, what each answered) for auto.
     Json,
     /// kubelet flags: `--node-ip=A[,B] [--hostname-override=NAME]`.
     Flags,
@@ -61,6 +66,19 @@ impl Detection {
             flags.push_str(&format!(" --hostname-override={name}"));
         }
         flags
+    }
+
+    /// Why `auto` chose from the host's own state, as one line (without the
+    /// program's name): who was asked and what each said; `None` unless
+    /// `auto` fell back.
+    pub fn fallback_note(&self) -> Option<String> {
+        if self.source != Origin::Local || self.metadata_services.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "--source auto: no metadata service answered {}: chose from the host's interfaces and routes, as kubelet would (NODE_IP_HELPER_SOURCE=local skips asking)",
+            asked_summary(&self.metadata_services)
+        ))
     }
 
     pub fn render(&self, format: OutputFormat) -> String {
@@ -206,6 +224,7 @@ mod tests {
             hostname: hostname.map(str::to_owned),
             source: Origin::Local,
             cloud_addresses: None,
+            metadata_services: Vec::new(),
             addresses: vec![ChosenAddress {
                 ip: "10.0.0.5".parse().unwrap(),
                 family: Family::V4,

@@ -186,8 +186,16 @@ fn check_node_with_source_auto_applies_the_answering_clouds_addresses() {
     let (status, stdout, stderr) = check(&kubeconfig, &metadata, &["--metadata-timeout", "300ms"]);
     assert_eq!(status, 1, "could not check: {stdout}");
     assert!(stdout.is_empty(), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(
-        stderr.contains("node-ip-helper: --source auto: no metadata service answered"),
+        stderr.starts_with(&format!(
+            "node-ip-helper: --source auto: no metadata service answered at {metadata} (aws: connection refused, gce: connection refused"
+        )),
+        "{stderr}"
+    );
+    // The fix: on the node itself, or the cloud's addresses from a file.
+    assert!(
+        stderr.contains("run this on the node itself, or give the instance's addresses as the cloud reports them with --cloud-addresses FILE instead of --source"),
         "{stderr}"
     );
 }

@@ -241,12 +241,81 @@ fn auto_finds_the_cloud_or_falls_back_to_local() {
     let json = detect(&ns, &gce, "auto", &[]).unwrap();
     assert_eq!(json["source"], "gce");
     assert_eq!(ips(&json), ["10.132.0.7"]);
+    // Who was asked and what each said: GCE answered, the others' paths
+    // are not there.
+    assert_eq!(
+        answers(&json),
+        [
+            "aws not-this-cloud",
+            "gce answered",
+            "azure not-this-cloud",
+            "openstack not-this-cloud",
+            "digitalocean not-this-cloud",
+            "hetzner not-this-cloud"
+        ],
+        "{json:#}"
+    );
+    assert_eq!(json["metadataServices"][1]["url"], endpoint(&gce));
     drop(gce);
-    // Nothing listens any more: the host's own state decides.
+    // Nothing listens any more: the host's own state decides, and says why,
+    // in the JSON and in a line on stderr.
     let closed = Server::closed();
     let json = detect(&ns, &closed, "auto", &["--metadata-timeout", "300ms"]).unwrap();
     assert_eq!(json["source"], "local");
     assert_eq!(ips(&json), ["10.132.0.7"]);
+    assert!(
+        answers(&json).iter().all(|answer| answer.ends_with(" refused")),
+        "{json:#}"
+    );
+    let error = json["metadataServices"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&endpoint(&closed)), "{error}");
+    let url = endpoint(&closed);
+    let out = ns.helper(&[
+        "detect",
+        "--source",
+        "auto",
+        "--metadata-endpoint",
+        &url,
+        "--output",
+        "flags",
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "--node-ip=10.132.0.7\n");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(&format!(
+            "node-ip-helper: --source auto: no metadata service answered at {url} (aws: connection refused, gce: connection refused, azure: connection refused, openstack: connection refused, digitalocean: connection refused, hetzner: connection refused): chose from the host's interfaces and routes"
+        )),
+        "{}",
+        out.stderr
+    );
+    // Something takes the connection and never answers: timed out.
+    let silent = ns.silent_listener();
+    let json = detect(&ns, &silent, "auto", &["--metadata-timeout", "300ms"]).unwrap();
+    assert_eq!(json["source"], "local");
+    assert!(
+        answers(&json).iter().all(|answer| answer.ends_with(" timed-out")),
+        "{json:#}"
+    );
+}
+
+/// `metadataServices` as "SOURCE ANSWER" lines.
+fn answers(json: &Value) -> Vec<String> {
+    json["metadataServices"]
+        .as_array()
+        .map(|asked| {
+            asked
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{} {}",
+                        a["source"].as_str().unwrap_or("?"),
+                        a["answer"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `check`'s CCM rules with a metadata source: `auto` applies those of the
@@ -285,7 +354,10 @@ fn check_applies_the_answering_clouds_rules_and_refuses_local() {
     ] {
         let out = check("10.132.0.7", source, url);
         assert_eq!(out.status, 1);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
         assert!(out.stderr.contains(refusal), "{}", out.stderr);
+        // The fix: the cloud's addresses from a file.
+        assert!(out.stderr.contains("--cloud-addresses FILE"), "{}", out.stderr);
     }
 }
 

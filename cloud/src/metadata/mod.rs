@@ -130,6 +130,9 @@ pub enum MetadataError {
         url: String,
         timeout: Duration,
     },
+    /// Nothing listens there (or a firewall rejects): no such service here.
+    #[error("cannot reach the {provider} metadata service at {url}: connection refused")]
+    Refused { provider: &'static str, url: String },
     #[error("cannot reach the {provider} metadata service at {url}: {reason}")]
     Connect {
         provider: &'static str,
@@ -324,6 +327,12 @@ impl MetadataClient {
                 provider: self.provider.name(),
                 url: url.to_string(),
                 timeout: self.timeout,
+            };
+        }
+        if crate::http::io_error_kind(&error) == Some(std::io::ErrorKind::ConnectionRefused) {
+            return MetadataError::Refused {
+                provider: self.provider.name(),
+                url: url.to_string(),
             };
         }
         let error = error.without_url();

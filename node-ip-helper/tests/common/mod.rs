@@ -193,6 +193,31 @@ impl Netns {
         }
     }
 
+    /// A listener on the namespace's loopback that takes connections (the
+    /// kernel's backlog) and never answers.
+    pub fn silent_listener(&self) -> Server {
+        let port = 6000 + (std::process::id() % 1000) as u16 + NEXT.fetch_add(1, Ordering::SeqCst) as u16;
+        let script = format!(
+            "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', {port}))\ns.listen(64)\nprint('ready', flush=True)\ntime.sleep(120)\n"
+        );
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.name, "python3", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start python3");
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("its stdout")),
+            &mut ready,
+        )
+        .expect("read from python3");
+        assert_eq!(ready.trim(), "ready", "the silent listener did not start");
+        Server {
+            port,
+            running: Running::Child(child),
+        }
+    }
+
     /// moto's server (PyPI `moto[server]`, installed by `make tools`) on
     /// the namespace's loopback.
     pub fn moto(&self) -> Server {
