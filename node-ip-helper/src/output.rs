@@ -76,7 +76,7 @@ impl Detection {
             return None;
         }
         Some(format!(
-            "--source auto: no metadata service answered {}: chose from the host's interfaces and routes, as kubelet would (NODE_IP_HELPER_SOURCE=local skips asking)",
+            "--source auto: no metadata service answered {}: chose from the host's interfaces and routes, as kubelet would (--source local, for the unit NODE_IP_HELPER_SOURCE=local, skips asking)",
             asked_summary(&self.metadata_services)
         ))
     }
