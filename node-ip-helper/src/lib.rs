@@ -72,11 +72,12 @@ pub enum Error {
     NoKubeconfig,
     #[error(transparent)]
     KubeconfigFile(#[from] kubeconfig::KubeconfigError),
-    #[error("cannot read Node {name} from {server}: {reason}")]
+    #[error("cannot read Node {name}{}: {reason}", .unreached.as_ref().map(|s| format!(" from {s}")).unwrap_or_default())]
     ReadNode {
         name: String,
-        /// The kubeconfig's server, without user information.
-        server: String,
+        /// The kubeconfig's server (without user information) when it was
+        /// not reached; its own answers (403, 404) speak for it.
+        unreached: Option<String>,
         reason: String,
     },
     #[error("cannot read --cloud-addresses {0}")]

@@ -244,25 +244,31 @@ pub async fn read_node(
         )
     };
     let answer = tokio::time::timeout(request_timeout, nodes.get(name)).await;
-    let reason = match answer {
+    let (reached, reason) = match answer {
         Ok(Ok(node)) => return Ok(node),
-        Err(_) => timed_out(),
-        Ok(Err(kube::Error::Api(status))) if status.code == 403 => format!(
-            "forbidden ({}): a node's own identity (system:node:NAME) may read only its own Node",
-            cloud_access::logging::clean_text(&status.message, &[], 500)
+        Err(_) => (false, timed_out()),
+        Ok(Err(kube::Error::Api(status))) if status.code == 403 => (
+            true,
+            format!(
+                "forbidden ({}): a node's own identity (system:node:NAME) may read only its own Node",
+                cloud_access::logging::clean_text(&status.message, &[], 500)
+            ),
         ),
         Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
-            "no such Node: has kubelet registered it?".to_owned()
+            (true, "no such Node: has kubelet registered it?".to_owned())
         }
-        Ok(Err(other)) => match cloud_access::http::io_error_kind(&other) {
-            Some(std::io::ErrorKind::ConnectionRefused) => "connection refused (is the apiserver up, and is the `server` of the kubeconfig's cluster right? --kubeconfig)".to_owned(),
-            Some(std::io::ErrorKind::TimedOut) => timed_out(),
-            _ => cloud_access::logging::clean_text(&cloud_access::logging::error_chain(&other), &[], 500),
-        },
+        Ok(Err(other)) => {
+            let reason = match cloud_access::http::io_error_kind(&other) {
+                Some(std::io::ErrorKind::ConnectionRefused) => "connection refused (is the apiserver up, and is the `server` of the kubeconfig's cluster right? --kubeconfig)".to_owned(),
+                Some(std::io::ErrorKind::TimedOut) => timed_out(),
+                _ => cloud_access::logging::clean_text(&cloud_access::logging::error_chain(&other), &[], 500),
+            };
+            (false, reason)
+        }
     };
     Err(Error::ReadNode {
         name: name.to_owned(),
-        server,
+        unreached: (!reached).then_some(server),
         reason,
     })
 }

@@ -308,3 +308,27 @@ fn check_alone(kubeconfig: &std::path::Path, extra: &[&str]) -> (i32, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// An answer of the API server speaks for it: a missing Node is named as
+/// such (the server is named only when it was not reached).
+#[test]
+fn a_missing_node_is_named_as_such() {
+    let api = FakeApiServer::start(registered("10.132.0.7"));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let kubeconfig = api.kubeconfig(dir.path());
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60"])
+        .arg(env!("CARGO_BIN_EXE_node-ip-helper"))
+        .args(["check", "--node", "node-z", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .env_remove("KUBECONFIG")
+        .env_remove("NODE_IP_HELPER_LOG_LEVEL")
+        .output()
+        .expect("run node-ip-helper");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "could not check: {stderr}");
+    assert_eq!(
+        stderr,
+        "node-ip-helper: cannot read Node node-z: no such Node: has kubelet registered it?\n"
+    );
+}
