@@ -1,7 +1,7 @@
 //! Command line: one subcommand per backend (kubelet runs the binary with
 //! the provider's `args`), plus the operator's tools. Every flag has an
 //! environment variable, since kubelet's config can also pass `env`. A
-//! boolean flag's variable takes the usual spellings ([`parse_boolish`]):
+//! boolean flag's variable takes the usual spellings ([`suite_program::boolish`]):
 //! an EnvironmentFile or a kubelet `env:` says `=1` as often as `=true`.
 
 use std::path::PathBuf;
@@ -174,7 +174,7 @@ pub struct EcrArgs {
     pub allowed_accounts: Vec<String>,
     /// Refuse pulls whose service account names no role, instead of using
     /// the node's own credentials.
-    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REQUIRE_ROLE_ANNOTATION", value_parser = parse_boolish)]
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REQUIRE_ROLE_ANNOTATION", value_parser = suite_program::boolish)]
     pub require_role_annotation: bool,
     /// Deadline of the whole login, below kubelet's 1m kill (at most 50s).
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", value_parser = parse_timeout, default_value = "20s", value_name = "DURATION")]
@@ -265,7 +265,7 @@ pub struct WorkloadIdentityArgs {
     pub allowed_service_accounts: Vec<String>,
     /// Refuse pulls whose service account does not opt in to workload
     /// identity, instead of pulling as the node.
-    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REQUIRE_WORKLOAD_IDENTITY", value_parser = parse_boolish)]
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REQUIRE_WORKLOAD_IDENTITY", value_parser = suite_program::boolish)]
     pub require_workload_identity: bool,
     /// Google STS (token exchange): https, or http on a loopback address.
     /// From this flag or its variable only, never from an annotation.
@@ -443,24 +443,6 @@ fn parse_metadata_host(text: &str) -> Result<url::Url, String> {
     cloud_access::gcp::metadata_base(Some(text)).map_err(|e| e.to_string())
 }
 
-/// clap's `BoolishValueParser` spellings (y/yes/t/true/on/1 and
-/// n/no/f/false/off/0, any case), with a message that lists them (clap's
-/// says only "value was not a boolean").
-fn parse_boolish(text: &str) -> Result<bool, String> {
-    const TRUE: [&str; 6] = ["y", "yes", "t", "true", "on", "1"];
-    const FALSE: [&str; 6] = ["n", "no", "f", "false", "off", "0"];
-    let lower = text.to_ascii_lowercase();
-    if TRUE.contains(&lower.as_str()) {
-        Ok(true)
-    } else if FALSE.contains(&lower.as_str()) {
-        Ok(false)
-    } else {
-        Err(format!(
-            "{text:?} is not a boolean: use true or false (or 1/0, yes/no, on/off, y/n, t/f)"
-        ))
-    }
-}
-
 /// Text that goes into a request: not blank, no whitespace or control
 /// characters (a value is quoted only through `{:?}`).
 fn parse_text(text: &str) -> Result<String, String> {
@@ -550,18 +532,6 @@ mod tests {
         };
         assert!(ecr(&["--require-role-annotation"]).unwrap());
         assert!(!ecr(&[]).unwrap());
-        for (text, value) in [
-            ("1", true),
-            ("Yes", true),
-            ("on", true),
-            ("0", false),
-            ("OFF", false),
-            ("n", false),
-        ] {
-            assert_eq!(parse_boolish(text), Ok(value), "{text}");
-        }
-        let error = parse_boolish("maybe").unwrap_err();
-        assert!(error.contains("\"maybe\"") && error.contains("1/0"), "{error}");
     }
 
     /// IDs whose shape the cloud documents are refused at parse time when

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use clap::builder::{BoolishValueParser, TypedValueParser as _};
 use clap::{Args, Parser, Subcommand};
 use ipnet::IpNet;
 use suite_program::{LogArgs, LogEnv as _};
@@ -112,7 +111,7 @@ pub struct MetadataArgs {
     pub config_drive: Option<PathBuf>,
     /// Accept metadata addresses that are not on a local interface (kubelet
     /// refuses such a --node-ip unless it is reachable through another path).
-    #[arg(long, env = "NODE_IP_HELPER_SKIP_LOCAL_CHECK", value_parser = parse_boolish)]
+    #[arg(long, env = "NODE_IP_HELPER_SKIP_LOCAL_CHECK", value_parser = suite_program::boolish)]
     pub skip_local_check: bool,
 }
 
@@ -129,7 +128,7 @@ pub struct FilterArgs {
     /// Do not exclude the default list (lo, docker*, br-*, cni*, cbr*,
     /// flannel*, cali*, cilium_*, lxc*, vxlan*, weave*, kube-*, veth*, virbr*,
     /// tailscale*, wg*, tun*, tap*, zt*, nebula*).
-    #[arg(long, env = "NODE_IP_HELPER_NO_DEFAULT_EXCLUDES", value_parser = parse_boolish)]
+    #[arg(long, env = "NODE_IP_HELPER_NO_DEFAULT_EXCLUDES", value_parser = suite_program::boolish)]
     pub no_default_excludes: bool,
     /// Only addresses inside one of these CIDRs, per family (repeatable).
     #[arg(
@@ -214,18 +213,6 @@ impl FilterArgs {
             deny_cidrs: self.deny_cidrs.clone(),
         }
     }
-}
-
-/// A boolean flag's variable as an `EnvironmentFile` writes it: clap's
-/// "boolish" spellings, in any case (1, yes, true, on, y, t; 0, no, false,
-/// off, n, f), and empty as false (`VAR=` unsets it). The flag alone is `true`.
-fn parse_boolish(text: &str) -> Result<bool, String> {
-    if text.is_empty() {
-        return Ok(false);
-    }
-    BoolishValueParser::new()
-        .parse_ref(&clap::Command::new("node-ip-helper"), None, std::ffi::OsStr::new(text))
-        .map_err(|_| "not a boolean: use 1, yes, true or on; 0, no, false or off".to_owned())
 }
 
 fn parse_interface(text: &str) -> Result<InterfacePattern, String> {

@@ -116,7 +116,7 @@ fn boolean_variables_take_the_usual_spellings() {
         ),
         &[
             "invalid value in environment variable NODE_IP_HELPER_SKIP_LOCAL_CHECK (--skip-local-check)",
-            "not a boolean: use 1, yes, true or on; 0, no, false or off",
+            "\"maybe\" is not a boolean: use true or false (or 1/0, yes/no, on/off, y/n, t/f)",
         ],
     );
 }

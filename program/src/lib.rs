@@ -125,10 +125,14 @@ pub fn install_crypto_provider() {
 
 /// A clap value parser for a switch (`--flag` alone is true) set by its environment
 /// variable: clap's `BoolishValueParser` spellings (y/yes/t/true/on/1, n/no/f/false/off/0,
-/// any case), as a systemd `EnvironmentFile` or a pod's `env:` writes them, with a
-/// message that lists them (clap's says only "value was not a boolean").
+/// any case), as a systemd `EnvironmentFile` or a pod's `env:` writes them, and
+/// empty as false (`VAR=` there means "not set"), with a message that lists them
+/// (clap's says only "value was not a boolean"). All three programs' switches use it.
 pub fn boolish(text: &str) -> Result<bool, String> {
     use clap::builder::TypedValueParser as _;
+    if text.is_empty() {
+        return Ok(false);
+    }
     let command = clap::Command::new("switch");
     clap::builder::BoolishValueParser::new()
         .parse_ref(&command, None, std::ffi::OsStr::new(text))
@@ -202,7 +206,8 @@ mod tests {
             refused.starts_with("\"maybe\" is not a boolean") && refused.contains("1/0"),
             "{refused}"
         );
-        assert!(boolish("").is_err() && boolish("2").is_err());
+        assert_eq!(boolish(""), Ok(false));
+        assert!(boolish("2").is_err() && boolish(" 1").is_err());
     }
 
     #[test]
