@@ -121,11 +121,13 @@ chart-test:
 # dependency list embedded (cargo auditable) on `FROM scratch`, built by
 # buildah (vfs storage, chroot isolation) into
 # target/image/pv-topology-webhook.tar (oci-archive), size and layers printed.
-# `make image-test` runs that image: tests/image/run.sh.
+# `make image-test` runs that image (tests/image/run.sh) and pushes it to a real
+# registry on 127.0.0.1 with `make push` (tests/image/push.sh).
 .PHONY: image image-test image-tools
 tools: image-tools
 image-tools:
 	@command -v buildah >/dev/null || { apt-get update -qq && apt-get install -y -qq buildah; }
+	@command -v docker-registry >/dev/null || { apt-get update -qq && apt-get install -y -qq docker-registry; }
 
 	@$(CARGO) auditable --version >/dev/null 2>&1 || $(CARGO) install --locked cargo-auditable
 
@@ -134,6 +136,7 @@ image: image-tools
 
 image-test: image
 	bash tests/image/run.sh
+	bash tests/image/push.sh
 
 # Push the image `make image` wrote to where the cluster pulls from (docs/webhook.md,
 # "Image"): `make image push REGISTRY=ghcr.io/your-org` gives
@@ -158,7 +161,6 @@ push:
 # tests/image/push.sh.
 .PHONY: push-test
 push-test: image
-	@command -v docker-registry >/dev/null || { apt-get update -qq && apt-get install -y -qq docker-registry; }
 	bash tests/image/push.sh
 
 # Release archives (issue 13): target/dist/<program>-<version>-x86_64-linux.tar.gz
