@@ -1,7 +1,7 @@
 //! What the chart's rules do to real PVs (issue 25): the chart `charts/pv-topology-webhook`
 //! rendered by helm with its defaults and with every `ci/*-values.yaml`, and the
 //! rendered rules file and `serve` arguments given to `pv-topology-webhook review`
-//! on one PV per driver (tests/data/webhook/one-pv-per-driver.json). No PV may get a
+//! on one PV per driver (tests/data/webhook/files/one-pv-per-driver.json). No PV may get a
 //! topology from a rule the chart ships: a rule answers before the lookups, and the
 //! old example `inTree: cinder, zones: [nova]` gave every Cinder volume the zone
 //! `nova` with `--openstack-cinder-lookup` on. With the OpenStack values the Cinder
@@ -218,7 +218,7 @@ fn no_pv_gets_its_topology_from_a_rule_the_chart_ships() {
         "review --help: {accepted:?}"
     );
     let fixture: Value = serde_json::from_str(
-        &std::fs::read_to_string(workspace_root().join("tests/data/webhook/one-pv-per-driver.json")).expect("the PVs"),
+        &std::fs::read_to_string(workspace_root().join("tests/data/webhook/files/one-pv-per-driver.json")).expect("the PVs"),
     )
     .expect("JSON");
     let volumes = fixture["volumes"].as_array().expect("volumes");
