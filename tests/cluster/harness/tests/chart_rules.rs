@@ -218,7 +218,8 @@ fn no_pv_gets_its_topology_from_a_rule_the_chart_ships() {
         "review --help: {accepted:?}"
     );
     let fixture: Value = serde_json::from_str(
-        &std::fs::read_to_string(workspace_root().join("tests/data/webhook/files/one-pv-per-driver.json")).expect("the PVs"),
+        &std::fs::read_to_string(workspace_root().join("tests/data/webhook/files/one-pv-per-driver.json"))
+            .expect("the PVs"),
     )
     .expect("JSON");
     let volumes = fixture["volumes"].as_array().expect("volumes");
