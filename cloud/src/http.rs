@@ -521,8 +521,12 @@ mod tests {
     #[tokio::test]
     async fn the_io_error_deep_in_a_transport_error_is_found() {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let client = metadata_client("test", Duration::from_secs(5)).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("a free loopback port")
+            .local_addr()
+            .expect("its address")
+            .port();
+        let client = metadata_client("test", Duration::from_secs(5)).expect("a metadata client");
         let error = client
             .get(format!("http://127.0.0.1:{port}/"))
             .send()

@@ -530,8 +530,8 @@ mod tests {
                 Err(e) => Err(e),
             }
         };
-        assert!(ecr(&["--require-role-annotation"]).unwrap());
-        assert!(!ecr(&[]).unwrap());
+        assert!(ecr(&["--require-role-annotation"]).expect("the ecr command line parses"));
+        assert!(!ecr(&[]).expect("the ecr command line parses"));
     }
 
     /// IDs whose shape the cloud documents are refused at parse time when

@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn cidrs_are_parsed_as_ipnet_parses_them_and_refused_with_the_reason() {
         for text in ["10.0.0.0/8", "10.0.0.5/32", "0.0.0.0/0", "fd00::/8", "2001:db8::1/128"] {
-            assert_eq!(parse_cidr(text), Ok(text.parse().unwrap()), "{text}");
+            assert_eq!(parse_cidr(text), Ok(text.parse().expect("a network")), "{text}");
         }
         for (text, reason) in [
             (

@@ -228,14 +228,17 @@ mod tests {
             asked_summary(&asked),
             "at http://169.254.169.254/ (aws: timed out after 2s, gce: connection refused, azure: not this cloud (HTTP 404), openstack: a server error (HTTP 503), hetzner: answered)"
         );
-        let json = serde_json::to_value(&asked[0]).unwrap();
+        let json = serde_json::to_value(&asked[0]).expect("JSON");
         assert_eq!(json["answer"], "timed-out");
         assert_eq!(json["source"], "aws");
         assert!(
-            json["error"].as_str().unwrap().contains("did not answer within 2s"),
+            json["error"]
+                .as_str()
+                .expect("a string")
+                .contains("did not answer within 2s"),
             "{json}"
         );
-        assert!(serde_json::to_value(&asked[4]).unwrap().get("error").is_none());
+        assert!(serde_json::to_value(&asked[4]).expect("JSON").get("error").is_none());
         let mut ipv6 = asked[..2].to_vec();
         ipv6[0].url = "http://[fd00:ec2::254]/".into();
         assert_eq!(

@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn the_log_flags_come_with_the_command_line() {
         let args = ["demo", "--name", "x", "--log-level", "info", "--log-format", "json"].map(Into::into);
-        let (cli, log) = usage::parse_from::<Cli>(args).unwrap();
+        let (cli, log) = usage::parse_from::<Cli>(args).expect("the command line parses");
         assert_eq!(cli.name.as_deref(), Some("x"));
         assert_eq!(log.log_format, LogFormat::Json);
         assert_eq!(cli.log.log_format, LogFormat::Json);

@@ -311,9 +311,9 @@ mod tests {
     const ENTRY: &str = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: NAME\n  matchImages: [reg.io]\n  defaultCacheDuration: 1m\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n  args: [ecr]\n";
 
     fn report(name: &str, options: &CheckOptions) -> CheckReport {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a scratch directory");
         let path = dir.path().join("c.yaml");
-        std::fs::write(&path, ENTRY.replace("NAME", name)).unwrap();
+        std::fs::write(&path, ENTRY.replace("NAME", name)).expect("write a test file");
         check(&path, options)
     }
 
@@ -336,9 +336,9 @@ mod tests {
 
     #[test]
     fn decoding_errors_are_shown_as_they_are() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a scratch directory");
         let path = dir.path().join("c.yaml");
-        std::fs::write(&path, "apiVersion: kubelet.config.k8s.io/v1\nkind: Other\n").unwrap();
+        std::fs::write(&path, "apiVersion: kubelet.config.k8s.io/v1\nkind: Other\n").expect("write a test file");
         let report = check(&path, &CheckOptions::default());
         assert_eq!(report.verdict, Verdict::Refused);
         let text = report.render(OutputFormat::Text);

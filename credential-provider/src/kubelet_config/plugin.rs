@@ -499,21 +499,22 @@ mod tests {
     #[test]
     fn binaries_are_found_as_kubelet_finds_them() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a scratch directory");
         let file = |name: &str, mode: u32| {
             let path = dir.path().join(name);
-            std::fs::write(&path, b"#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            std::fs::write(&path, b"#!/bin/sh\n").expect("write a test file");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("set its mode");
             path
         };
         let other = file("other", 0o755);
         file("plain", 0o644);
-        std::fs::create_dir(dir.path().join("dir")).unwrap();
-        std::os::unix::fs::symlink(&other, dir.path().join("link")).unwrap();
+        std::fs::create_dir(dir.path().join("dir")).expect("make a directory");
+        std::os::unix::fs::symlink(&other, dir.path().join("link")).expect("make a link");
         let this = file("this", 0o755);
-        std::fs::write(&this, b"this plugin").unwrap();
-        std::fs::write(dir.path().join("copy"), b"this plugin").unwrap();
-        std::fs::set_permissions(dir.path().join("copy"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(&this, b"this plugin").expect("write a test file");
+        std::fs::write(dir.path().join("copy"), b"this plugin").expect("write a test file");
+        std::fs::set_permissions(dir.path().join("copy"), std::fs::Permissions::from_mode(0o755))
+            .expect("set its mode");
         let find = |name: &str| find_binary(dir.path(), name, Some(&this));
         assert_eq!(find("other"), Binary::Other);
         assert_eq!(find("link"), Binary::Other);
@@ -530,9 +531,9 @@ mod tests {
         }
         // By name: kubelet runs `cloud-credential-provider`, or a link to it.
         let named = dir.path().join(PLUGIN_NAME);
-        std::fs::write(&named, b"x").unwrap();
-        std::fs::set_permissions(&named, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::os::unix::fs::symlink(&named, dir.path().join("alias")).unwrap();
+        std::fs::write(&named, b"x").expect("write a test file");
+        std::fs::set_permissions(&named, std::fs::Permissions::from_mode(0o755)).expect("set its mode");
+        std::os::unix::fs::symlink(&named, dir.path().join("alias")).expect("make a link");
         assert_eq!(find(PLUGIN_NAME), Binary::ThisPlugin);
         assert_eq!(find("alias"), Binary::ThisPlugin);
     }

@@ -169,9 +169,13 @@ mod tests {
 
     #[test]
     fn feature_gates() {
-        let on = FeatureGates::parse("A=false, KubeletServiceAccountTokenForCredentialProviders=true").unwrap();
+        let on = FeatureGates::parse("A=false, KubeletServiceAccountTokenForCredentialProviders=true")
+            .expect("the gates parse");
         assert_eq!(on.service_account_token, Some(true));
-        assert_eq!(FeatureGates::parse("A=true").unwrap(), FeatureGates::default());
+        assert_eq!(
+            FeatureGates::parse("A=true").expect("the gates parse"),
+            FeatureGates::default()
+        );
         assert!(FeatureGates::parse("A").is_err());
         assert!(FeatureGates::parse("A=yes").is_err());
     }
