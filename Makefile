@@ -51,6 +51,18 @@ system-tools:
 	@command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd; }
 	@command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
 
+# The real node of the cluster tier (tests/cluster/harness/src/node.rs,
+# docs/testing.md "The real node"): Debian's containerd 1.6 and runc, the CNI
+# plugins (bridge, host-local, loopback), busybox-static (the local sandbox
+# image), skopeo (pushes to the tier's registries) and htpasswd (apache2-utils,
+# their bcrypt passwords). About 30 s from Debian's mirror.
+NODE_PACKAGES := containerd runc containernetworking-plugins busybox-static skopeo apache2-utils
+.PHONY: node-tools
+tools: node-tools
+node-tools:
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	  [ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }
+
 # The dependency policy (deny.toml; docs/testing.md, "Dependency policy"):
 # licences, banned and duplicate crates, crates.io only. `make lint` installs
 # cargo-deny first (about 2 min 10 s to build); .ci/run lints before `make tools`.

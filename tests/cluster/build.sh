@@ -2,7 +2,7 @@
 # Builds the cluster tier's Go binaries from the Go module proxy, at the
 # versions pinned in tests/cluster/go.mod, into
 # .cache/cluster-bin/<k8s-version>/ : kube-apiserver, etcd, kube-scheduler,
-# kube-controller-manager, the kubelet-side test programs (kubelet-credcheck,
+# kube-controller-manager, kubelet, cloud-node-controller, the kubelet-side test programs (kubelet-credcheck,
 # kubelet-nodeip), kustomize-render, vsphere-sim (govmomi's simulator) and, from its own module (acr/go.mod),
 # cloud-provider-azure's acr-credential-provider, and helm (go install at its
 # own version). A binary already
@@ -30,7 +30,15 @@ mkdir -p "$out"
 now() { date +%s; }
 # The stamp of one binary: the Go version and its inputs, so an edit (or a
 # new Go) rebuilds it.
-stamp() { { go version; cat "$here/go.mod" "$here/go.sum" "$@"; } | sha256sum | cut -c1-16; }
+stamp() { { go version; echo "$version_ldflags"; cat "$here/go.mod" "$here/go.sum" "$@"; } | sha256sum | cut -c1-16; }
+# The version Kubernetes' own build stamps (hack/lib/version.sh), so that
+# kubelet reports v1.37.2 in its Node's nodeInfo and the apiserver at /version,
+# not v0.0.0-master.
+k8s_minor="${k8s_version#v1.}"; k8s_minor="${k8s_minor%%.*}"
+version_ldflags=""
+for version_pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	version_ldflags+=" -X $version_pkg.gitVersion=$k8s_version -X $version_pkg.gitMajor=1 -X $version_pkg.gitMinor=$k8s_minor -X $version_pkg.gitTreeState=clean"
+done
 
 only=("$@")
 build() { # name stamp-inputs... -- package
@@ -50,7 +58,7 @@ build() { # name stamp-inputs... -- package
 	fi
 	t0=$(now)
 	echo "build.sh: building $name ($pkg) ..."
-	(cd "${build_dir:-$here}" && nice -n 19 go build -trimpath -o "$out/$name.tmp.$$" "$pkg")
+	(cd "${build_dir:-$here}" && nice -n 19 go build -trimpath -ldflags "$version_ldflags" -o "$out/$name.tmp.$$" "$pkg")
 	mv "$out/$name.tmp.$$" "$out/$name"
 	echo "$want" > "$out/.$name.stamp"
 	echo "build.sh: built $name in $(( $(now) - t0 ))s"
@@ -63,6 +71,10 @@ build kube-apiserver -- k8s.io/kubernetes/cmd/kube-apiserver
 # they share from Go's build cache.
 build kube-scheduler -- k8s.io/kubernetes/cmd/kube-scheduler
 build kube-controller-manager -- k8s.io/kubernetes/cmd/kube-controller-manager
+# The real node's kubelet (harness/src/node.rs), and the cloud controller
+# manager's node controller on cloud-provider's fake cloud.
+build kubelet -- k8s.io/kubernetes/cmd/kubelet
+build cloud-node-controller "$here"/cmd/cloud-node-controller/*.go -- ./cmd/cloud-node-controller
 build kubelet-credcheck "$here"/cmd/kubelet-credcheck/*.go -- ./cmd/kubelet-credcheck
 build kustomize-render "$here"/cmd/kustomize-render/*.go -- ./cmd/kustomize-render
 build kubelet-nodeip "$here"/cmd/kubelet-nodeip/*.go -- ./cmd/kubelet-nodeip
