@@ -137,7 +137,15 @@ pub fn diagnose(facts: &NodeFacts, cloud: Option<&[NodeAddress]>, asked: &Asked)
         };
     };
     match ccm::addresses_from_node_ip(value, cloud) {
-        Err(NodeIpError::NotInCloudAddresses(ip)) => {
+        Err(error @ NodeIpError::NotInCloudAddresses(ip)) => {
+            // The node controller's words (node_controller.go syncNode and
+            // getNodeModifiersFromCloudProvider wrap the address error): it
+            // records no Event for a node it cannot initialize, only this
+            // log line, which the user can find in the CCM's log.
+            let controller_says = format!(
+                "failed to get node modifiers from cloud provider: provided node ip for node {:?} is not valid: {error}",
+                facts.name
+            );
             let internal: Vec<&str> = cloud
                 .iter()
                 .filter(|a| a.kind == "InternalIP")
@@ -145,7 +153,7 @@ pub fn diagnose(facts: &NodeFacts, cloud: Option<&[NodeAddress]>, asked: &Asked)
                 .collect();
             Diagnosis::Stuck {
                 reason: format!(
-                    "kubelet announced {PROVIDED_NODE_IP}={value}, but {ip} is not among the cloud's addresses, so the cloud controller manager refuses to initialize the node"
+                    "kubelet announced {PROVIDED_NODE_IP}={value}, but {ip} is not among the cloud's addresses, so the cloud controller manager refuses to initialize the node; its log says: {controller_says}"
                 ),
                 fix: format!(
                     "restart kubelet with --node-ip set to one of the cloud's addresses ({}): with the shipped units, `systemctl restart node-ip-helper kubelet` (their source is auto unless /etc/default/node-ip-helper sets NODE_IP_HELPER_SOURCE); `node-ip-helper detect --source auto --output flags` prints the flag",
@@ -225,6 +233,12 @@ mod tests {
                     "{reason}"
                 );
                 assert!(fix.contains("(10.0.1.25)"), "{fix}");
+                // The controller's own words, as the cluster tier's
+                // node_ip_helper_real.rs finds them in its log.
+                assert!(
+                    reason.ends_with("; its log says: failed to get node modifiers from cloud provider: provided node ip for node \"node-a\" is not valid: failed to get node address from cloud provider that matches ip: 192.168.56.10"),
+                    "{reason}"
+                );
             }
             other => panic!("{other:?}"),
         }
