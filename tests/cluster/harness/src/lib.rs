@@ -31,6 +31,7 @@ mod moto;
 mod pki;
 mod process;
 pub mod readme;
+pub mod registry;
 mod tls_proxy;
 pub mod vsphere_sim;
 pub mod webhook;
@@ -40,6 +41,7 @@ pub use differential::{assert_disagreements, go_error_class, known_disagreements
 pub use moto::{AwsKeys, Moto, MotoAuth, WebIdentityCall, WebIdentitySts, tampered};
 pub use pki::{Pem, Pki};
 pub use process::group_running;
+pub use registry::{Registry, TokenRealm};
 pub use tls_proxy::{TlsProxy, certificates};
 
 /// The workspace root (two levels above this crate's `tests/cluster`).
