@@ -28,6 +28,7 @@ mod control_plane;
 pub mod corpus;
 mod differential;
 mod moto;
+pub mod node;
 mod pki;
 mod process;
 pub mod readme;
@@ -39,6 +40,9 @@ pub mod webhook;
 pub use cluster::{SERVICE_ACCOUNT_ISSUER, TestCluster};
 pub use differential::{assert_disagreements, go_error_class, known_disagreements};
 pub use moto::{AwsKeys, Moto, MotoAuth, WebIdentityCall, WebIdentitySts, tampered};
+pub use node::{
+    KubeletOptions, Node, NodeOptions, PAUSE_IMAGE, POD_SUBNET, pause_image_archive, pod_events, wait_pod_running,
+};
 pub use pki::{Pem, Pki};
 pub use process::group_running;
 pub use registry::{Registry, TokenRealm};

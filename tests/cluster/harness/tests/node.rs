@@ -1,0 +1,199 @@
+//! The cluster tier's real node (harness `Node`): containerd 1.6 and kubelet
+//! v1.37.2 in a network namespace, registered with the tier's kube-apiserver
+//! as `system:node:NAME`. The infrastructure the node tests build on; its
+//! control is built in: a pod naming an image the node does not have, with
+//! `imagePullPolicy: Never`, must fail with ErrImageNeverPull, so the node
+//! really judges images. Costs one TestCluster and one node (≈ 25 s here).
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cluster_harness::{
+    KubeletOptions, Node, NodeOptions, PAUSE_IMAGE, TestCluster, kubernetes_version, pod_events, wait_pod_running,
+};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::{Api, PostParams};
+
+fn pod(name: &str, node: &str, image: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            // No kube-controller-manager: no kube-root-ca.crt ConfigMap to project.
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": image, "imagePullPolicy": "Never"}],
+        },
+    }))
+    .expect("pod")
+}
+
+fn container_id(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()?
+        .container_id
+        .clone()
+}
+
+fn waiting_reason(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
+    status.state.as_ref()?.waiting.as_ref()?.reason.clone()
+}
+
+fn in_pod_subnet(ip: &str) -> bool {
+    ip.parse::<Ipv4Addr>().is_ok_and(|ip| ip.octets()[..3] == [10, 244, 0])
+}
+
+/// Processes whose command line names `dir` (containerd, kubelet, shims).
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.display().to_string();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            text.contains(&needle)
+                .then(|| format!("{}: {text}", e.file_name().to_string_lossy()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_real_node_registers_runs_pods_and_judges_images() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+
+    let t0 = Instant::now();
+    let node = Node::create(&cluster, NodeOptions::default()).expect("node");
+    let created = t0.elapsed();
+    node.start_kubelet(KubeletOptions::default()).expect("kubelet starts");
+    let registered = node
+        .wait_ready(&client, Duration::from_secs(120))
+        .await
+        .expect("the Node becomes Ready");
+    let ready = t0.elapsed();
+    let info = registered.status.and_then(|s| s.node_info).expect("nodeInfo");
+    assert_eq!(info.kubelet_version, kubernetes_version());
+    assert!(
+        info.container_runtime_version.starts_with("containerd://1.6.20"),
+        "{}",
+        info.container_runtime_version
+    );
+
+    // A pod bound to the node by the API (no scheduler), its image local.
+    // No kube-controller-manager either: the default ServiceAccount is made here.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let account = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).expect("sa");
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("create ServiceAccount default");
+    let t1 = Instant::now();
+    pods.create(&PostParams::default(), &pod("sleeper", node.name(), PAUSE_IMAGE))
+        .await
+        .expect("create sleeper");
+    let running = wait_pod_running(&client, "default", "sleeper", Duration::from_secs(90))
+        .await
+        .expect("sleeper runs");
+    let to_running = t1.elapsed();
+    let ip = running.status.as_ref().and_then(|s| s.pod_ip.clone()).expect("pod IP");
+    assert!(in_pod_subnet(&ip), "pod IP {ip} not in 10.244.0.0/24");
+    let id = container_id(&running).expect("container ID");
+    assert!(id.starts_with("containerd://"), "{id}");
+
+    // The control: an image the node does not have, never pulled.
+    pods.create(
+        &PostParams::default(),
+        &pod("absent", node.name(), "localhost/harness/absent:1"),
+    )
+    .await
+    .expect("create absent");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pod = pods.get("absent").await.expect("get absent");
+        if waiting_reason(&pod).as_deref() == Some("ErrImageNeverPull") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "absent: no ErrImageNeverPull within 60s: {:?}\nevents: {:?}",
+            pod.status,
+            pod_events(&client, "default", "absent").await
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let events = pod_events(&client, "default", "absent").await;
+    assert!(
+        events.iter().any(|e| e.starts_with("ErrImageNeverPull:")
+            && e.contains("localhost/harness/absent:1")
+            && e.contains("Never")),
+        "{events:#?}"
+    );
+
+    // kubelet restarts; the pod keeps running in the same container.
+    let t2 = Instant::now();
+    let before = node.kubelet_log().len();
+    node.restart_kubelet().expect("kubelet restarts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !node.kubelet_log()[before..].contains("SyncLoop ADD") {
+        assert!(node.kubelet_exited().is_none(), "kubelet exited after restart");
+        assert!(
+            Instant::now() < deadline,
+            "restarted kubelet did not sync pods within 60s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let restarted = t2.elapsed();
+    // Long enough for a pod worker to have acted on a container it thought gone.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after = pods.get("sleeper").await.expect("get sleeper");
+    assert_eq!(after.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Running"));
+    assert_eq!(container_id(&after).as_deref(), Some(id.as_str()), "container replaced");
+    let restarts = after
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|c| c[0].restart_count);
+    assert_eq!(restarts, Some(0));
+    let metrics = node.kubelet_metrics().expect("kubelet /metrics");
+    assert!(
+        metrics.contains("kubelet_running_pods"),
+        "{}",
+        &metrics[..metrics.len().min(2000)]
+    );
+
+    // Teardown leaves nothing: processes, mounts, cgroups, netns, directory.
+    let netns = format!("/run/netns/{}", node.netns());
+    let dir = node.dir().to_path_buf();
+    let cgroup = node.cgroup_root().trim_start_matches('/').to_string();
+    let t3 = Instant::now();
+    drop(node);
+    let teardown = t3.elapsed();
+    assert!(!Path::new(&netns).exists(), "{netns} left");
+    assert!(!dir.exists(), "{} left", dir.display());
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let needle = format!(" {}", dir.display());
+    assert!(!mountinfo.contains(&needle), "mounts left under {}", dir.display());
+    let cgroups: Vec<String> = std::fs::read_dir("/sys/fs/cgroup")
+        .expect("/sys/fs/cgroup")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join(&cgroup))
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(cgroups.is_empty(), "cgroups left: {cgroups:?}");
+    assert_eq!(processes_naming(&dir), Vec::<String>::new(), "processes left");
+    eprintln!(
+        "node test: node created in {created:.1?}, Ready after {ready:.1?}, pod Running in {to_running:.1?}, \
+         kubelet restarted and synced in {restarted:.1?}, torn down in {teardown:.1?}"
+    );
+}
