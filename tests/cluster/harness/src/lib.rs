@@ -23,6 +23,7 @@ use std::process::{Command, Output};
 use anyhow::{Context, Result, bail};
 
 pub mod audit;
+pub mod cloud_node_controller;
 mod cluster;
 mod control_plane;
 pub mod corpus;
