@@ -438,6 +438,17 @@ pub struct TokenRealm {
     port: u16,
     state: Arc<RealmState>,
     server: Option<RealmServer>,
+    /// While stopped: the port bound but not listening, so connections are
+    /// refused and no other socket (an outgoing one's ephemeral port) takes it.
+    reserved: Option<socket2::Socket>,
+}
+
+/// A socket bound to 127.0.0.1:`port`, not listening.
+fn reserve(port: u16) -> std::io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&SocketAddr::from(([127, 0, 0, 1], port)).into())?;
+    Ok(socket)
 }
 
 struct RealmServer {
@@ -484,6 +495,7 @@ impl TokenRealm {
             port,
             state,
             server: None,
+            reserved: None,
         };
         realm.serve(listener)?;
         Ok(realm)
@@ -552,27 +564,41 @@ impl TokenRealm {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Stops serving: the port is closed, open connections dropped.
+    /// Stops serving: open connections are dropped, new ones refused; the
+    /// port stays reserved for [`TokenRealm::start_again`].
     pub fn stop(&mut self) {
-        if let Some(mut server) = self.server.take() {
-            server.stop();
+        if self.halt() {
+            match reserve(self.port) {
+                Ok(socket) => self.reserved = Some(socket),
+                Err(e) => self.state.log(&format!("cannot reserve port {}: {e}", self.port)),
+            }
             self.state.log("stopped");
         }
+    }
+
+    fn halt(&mut self) -> bool {
+        let Some(mut server) = self.server.take() else {
+            return false;
+        };
+        server.stop();
+        true
     }
 
     /// Serves again on the same port (after [`TokenRealm::stop`]).
     pub fn start_again(&mut self) -> Result<()> {
         self.stop();
-        // std sets SO_REUSEADDR: the old port binds again at once.
-        let listener = std::net::TcpListener::bind(("127.0.0.1", self.port))
-            .with_context(|| format!("binding the realm's port {} again", self.port))?;
-        self.serve(listener)
+        let socket = match self.reserved.take() {
+            Some(socket) => socket,
+            None => reserve(self.port).with_context(|| format!("binding the realm's port {} again", self.port))?,
+        };
+        socket.listen(128)?;
+        self.serve(socket.into())
     }
 }
 
 impl Drop for TokenRealm {
     fn drop(&mut self) {
-        self.stop();
+        self.halt();
         if std::thread::panicking() {
             eprintln!(
                 "cluster-harness: --- token realm log ({}) ---\n{}",

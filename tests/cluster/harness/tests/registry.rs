@@ -119,6 +119,32 @@ fn htpasswd_registry_serves_its_user_only() {
         "the registry logged no refusal:\n{log}"
     );
     assert_not_logged(&log, &[("alice", &password)], "registry");
+
+    // The same user and password at a token realm (Check::Password) instead.
+    let mut realm = TokenRealm::start(Check::Password {
+        user: "alice".to_owned(),
+        password: password.clone(),
+    })
+    .expect("the token realm");
+    let registry = Registry::start_token(&realm).expect("the token registry");
+    push(&archive, &registry, REPOSITORY, &realm.push_credentials()).expect("push as the realm's push account");
+    pull(&registry, REPOSITORY, Some(&creds)).expect("pull with the right password");
+    let wrong = refused(
+        pull(&registry, REPOSITORY, Some("alice:wrong")),
+        "wrong password at the realm",
+    );
+    assert!(
+        wrong.contains(&format!("{REALM_REFUSED}wrong user or password")),
+        "{wrong}"
+    );
+    let subjects: Vec<String> = realm.grants().into_iter().map(|g| g.subject).collect();
+    assert_eq!(subjects, ["harness-push", "alice"]);
+    realm.stop();
+    let push_creds = realm.push_credentials();
+    let (push_user, push_password) = push_creds.split_once(':').expect("user:password");
+    for (log, which) in [(registry.log_text(), "registry"), (realm.log_text(), "realm")] {
+        assert_not_logged(&log, &[("alice", &password), (push_user, push_password)], which);
+    }
 }
 
 /// A token of `account` for `audiences` from the TokenRequest API, as kubelet asks for one.
