@@ -13,6 +13,7 @@
 //! util-linux's `unshare`, as the other namespace tests.
 
 mod common;
+mod systemd;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::{Netns, Output, Server};
 use serde_json::{Value, json};
+use systemd::Unit;
 
 const NODE: &str = "node-a";
 /// nic0's address in tests/data/node-ip-helper/metadata/gce.json: the CCM's first InternalIP.
@@ -68,9 +70,6 @@ impl Node {
     /// `argv` as root on the node, with no environment variable of ours but
     /// `env`, `node-ip-helper` first on the PATH.
     fn run(&self, env: &[(String, String)], argv: &[&str]) -> Output {
-        let script = r#"set -e; root=$1; shift
-mount --bind "$root/run" /run; mount --bind "$root/var-lib" /var/lib
-PATH="$root/bin:$PATH" exec timeout -k 5 60 "$@""#;
         let mut command = Command::new("ip");
         command
             .args([
@@ -81,7 +80,7 @@ PATH="$root/bin:$PATH" exec timeout -k 5 60 "$@""#;
                 "--mount",
                 "sh",
                 "-c",
-                script,
+                systemd::WITH_NODE_PATHS,
                 "sh",
             ])
             .arg(self.root.path())
@@ -135,63 +134,24 @@ fn manifest(name: &str) -> String {
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// The unit as systemd runs it: `ExecStart`'s words, and its environment:
-/// `Environment=` first, then each `EnvironmentFile`'s assignments, which
-/// override those (systemd.exec(5)).
-struct Unit {
-    exec_start: Vec<String>,
-    environment: Vec<(String, String)>,
-    environment_files: Vec<String>,
+/// The shipped unit, parsed as systemd reads it (systemd/mod.rs).
+fn shipped_unit() -> Unit {
+    let text = manifest("node-ip-helper.service");
+    let unit = Unit::parse(&text);
+    assert_eq!(unit.exec_start[0], "/usr/local/bin/node-ip-helper", "{text}");
+    assert_eq!(unit.environment_files, ["/etc/default/node-ip-helper"], "{text}");
+    unit
 }
 
-impl Unit {
-    fn shipped() -> Self {
-        let text = manifest("node-ip-helper.service");
-        let mut unit = Unit {
-            exec_start: Vec::new(),
-            environment: Vec::new(),
-            environment_files: Vec::new(),
-        };
-        for line in text.lines() {
-            if let Some(command) = line.strip_prefix("ExecStart=") {
-                // Split at whitespace only: no quoting or variables to expand here.
-                assert!(!command.contains(['"', '\'', '$', '\\']), "{command}");
-                unit.exec_start = command.split_whitespace().map(str::to_owned).collect();
-            } else if let Some(assignment) = line.strip_prefix("Environment=") {
-                assert!(
-                    !assignment.contains(['"', '\'', ' ']),
-                    "one plain assignment: {assignment}"
-                );
-                let (name, value) = assignment.split_once('=').expect("NAME=VALUE");
-                unit.environment.push((name.to_owned(), value.to_owned()));
-            } else if let Some(path) = line.strip_prefix("EnvironmentFile=") {
-                unit.environment_files.push(path.trim_start_matches('-').to_owned());
-            }
-        }
-        assert_eq!(unit.exec_start[0], "/usr/local/bin/node-ip-helper", "{text}");
-        assert_eq!(unit.environment_files, ["/etc/default/node-ip-helper"], "{text}");
-        unit
-    }
-
-    /// The unit's command, run on `node` with `default_env` as
-    /// /etc/default/node-ip-helper; and how long it took.
-    fn start(&self, node: &Node, default_env: &str) -> (Output, Duration) {
-        let mut env = self.environment.clone();
-        env.extend(
-            default_env
-                .lines()
-                .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
-                .map(|line| {
-                    let (name, value) = line.split_once('=').expect("NAME=VALUE");
-                    (name.to_owned(), value.to_owned())
-                }),
-        );
-        let mut argv: Vec<&str> = self.exec_start.iter().map(String::as_str).collect();
-        argv[0] = "node-ip-helper";
-        let started = Instant::now();
-        let out = node.run(&env, &argv);
-        (out, started.elapsed())
-    }
+/// The unit's command, run on `node` with `default_env` as
+/// /etc/default/node-ip-helper; and how long it took.
+fn start(unit: &Unit, node: &Node, default_env: &str) -> (Output, Duration) {
+    let env = unit.environment_with(default_env);
+    let mut argv: Vec<&str> = unit.exec_start.iter().map(String::as_str).collect();
+    argv[0] = "node-ip-helper";
+    let started = Instant::now();
+    let out = node.run(&env, &argv);
+    (out, started.elapsed())
 }
 
 /// kubelet's arguments as the unit wrote them for its drop-in.
@@ -212,10 +172,10 @@ fn node_ips(node: &Node) -> String {
 fn the_shipped_unit_takes_the_clouds_address() {
     let node = Node::new();
     let _gce = node.gce_metadata();
-    let unit = Unit::shipped();
+    let unit = shipped_unit();
     let default_env = manifest("default.env");
 
-    let (out, _) = unit.start(&node, &default_env);
+    let (out, _) = start(&unit, &node, &default_env);
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(node_ips(&node), format!("'{CLOUD_IP}'"), "{}", out.stderr);
     assert!(node.file("/var/lib/node-ip-helper/choice.json").is_some());
@@ -235,7 +195,7 @@ fn the_shipped_unit_takes_the_clouds_address() {
         .expect("default.env documents NODE_IP_HELPER_SOURCE");
     assert_eq!(example, "#NODE_IP_HELPER_SOURCE=local");
     node.forget();
-    let (out, _) = unit.start(&node, &example[1..]);
+    let (out, _) = start(&unit, &node, &example[1..]);
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(
         node_ips(&node),
@@ -251,17 +211,17 @@ fn the_shipped_unit_takes_the_clouds_address() {
 #[test]
 fn on_a_host_without_a_cloud_the_shipped_unit_takes_the_hosts_choice() {
     let node = Node::new();
-    let unit = Unit::shipped();
+    let unit = shipped_unit();
     let default_env = manifest("default.env");
 
-    let (out, silent) = unit.start(&node, &default_env);
+    let (out, silent) = start(&unit, &node, &default_env);
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(node_ips(&node), format!("'{LOCAL_IP}'"), "{}", out.stderr);
     assert!(silent < Duration::from_secs(6), "{silent:?}");
 
     node.forget();
     node.ns.ip("addr add 169.254.169.254/32 dev lo");
-    let (out, refused) = unit.start(&node, &default_env);
+    let (out, refused) = start(&unit, &node, &default_env);
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(node_ips(&node), format!("'{LOCAL_IP}'"), "{}", out.stderr);
     assert!(refused < Duration::from_secs(2), "{refused:?}");

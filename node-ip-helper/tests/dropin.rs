@@ -6,7 +6,11 @@
 //! `${NAME}` becomes the exact value, whitespace included, inside one word.
 //! Whatever our variables hold, they must stay inside their own flag.
 
+mod systemd;
+
 use std::collections::HashMap;
+
+use systemd::{environment_file, expand};
 
 fn drop_in() -> String {
     std::fs::read_to_string(concat!(
@@ -24,70 +28,6 @@ fn exec_starts(unit: &str) -> Vec<String> {
         .filter_map(|line| line.strip_prefix("ExecStart="))
         .filter(|command| !command.is_empty())
         .map(str::to_owned)
-        .collect()
-}
-
-/// Words as systemd splits a command line: whitespace separates, single and
-/// double quotes group, a backslash escapes the next character.
-fn words(command: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut quote = None;
-    let mut chars = command.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (None, c) if c.is_whitespace() => words.extend(word.take()),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                word.get_or_insert_with(String::new);
-            }
-            (Some(q), c) if c == q => quote = None,
-            (_, '\\') => word.get_or_insert_with(String::new).extend(chars.next()),
-            (_, c) => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(word);
-    words
-}
-
-/// systemd's expansion of one command line's words with `env`.
-fn expand(command: &str, env: &HashMap<String, String>) -> Vec<String> {
-    let value = |name: &str| env.get(name).cloned().unwrap_or_default();
-    let mut argv = Vec::new();
-    for word in words(command) {
-        let whole = word
-            .strip_prefix('$')
-            .filter(|name| !name.starts_with('{') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        if let Some(name) = whole {
-            argv.extend(value(name).split_whitespace().map(str::to_owned));
-            continue;
-        }
-        let mut expanded = String::new();
-        let mut rest = word.as_str();
-        while let Some(start) = rest.find("${") {
-            expanded.push_str(&rest[..start]);
-            let end = rest[start..].find('}').expect("closing brace") + start;
-            expanded.push_str(&value(&rest[start + 2..end]));
-            rest = &rest[end + 1..];
-        }
-        expanded.push_str(rest);
-        argv.push(expanded);
-    }
-    argv
-}
-
-/// `NAME='value'` lines as systemd's `EnvironmentFile=` reads ours.
-fn environment_file(text: &str) -> HashMap<String, String> {
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
-        .map(|line| {
-            let (name, value) = line.split_once('=').unwrap();
-            let value = value
-                .strip_prefix('\'')
-                .and_then(|v| v.strip_suffix('\''))
-                .unwrap_or(value);
-            (name.to_owned(), value.to_owned())
-        })
         .collect()
 }
 
