@@ -297,9 +297,37 @@ impl Drop for Registry {
 }
 
 /// An `auth.json` (containers-auth.json(5)) in a private temporary
-/// directory: skopeo reads credentials from it, so they are in no command
-/// line and no error message. `None`: no credentials at all (anonymous).
-fn auth_file(host: &str, creds: Option<&str>) -> Result<tempfile::TempDir> {
+/// directory, removed when dropped: skopeo and buildah read credentials
+/// from it (`--authfile`), so they are in no command line and no error message.
+pub struct AuthFile {
+    dir: tempfile::TempDir,
+}
+
+impl AuthFile {
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("auth.json")
+    }
+}
+
+impl Registry {
+    /// An auth file with `creds` (`user:password`) for this registry;
+    /// `None`: an empty one (anonymous, whatever the host's own files hold).
+    pub fn auth_file(&self, creds: Option<&str>) -> Result<AuthFile> {
+        auth_file(&self.host(), creds)
+    }
+
+    /// `--cert-dir DIR --authfile FILE`: the `PUSH_FLAGS` of `make push`
+    /// (`buildah push`) for this registry, TLS verified with its CA.
+    pub fn push_flags(&self, auth: &AuthFile) -> String {
+        format!(
+            "--cert-dir {} --authfile {}",
+            self.cert_dir.display(),
+            auth.path().display()
+        )
+    }
+}
+
+fn auth_file(host: &str, creds: Option<&str>) -> Result<AuthFile> {
     let dir = tempfile::Builder::new().prefix("cluster-harness-auth-").tempdir()?;
     let auths = match creds {
         Some(creds) => json!({ host: {"auth": STANDARD.encode(creds)} }),
@@ -315,7 +343,7 @@ fn auth_file(host: &str, creds: Option<&str>) -> Result<tempfile::TempDir> {
             .open(&path)?
     };
     file.write_all(json!({ "auths": auths }).to_string().as_bytes())?;
-    Ok(dir)
+    Ok(AuthFile { dir })
 }
 
 /// Runs skopeo; its stderr (never holding the credentials) as the error.
@@ -340,8 +368,8 @@ fn skopeo(args: &[&str]) -> Result<()> {
 /// (`team/app:1`), logging in as `creds` (`user:password`); TLS verified with
 /// the registry's CA.
 pub fn push(archive: &Path, registry: &Registry, repository_and_tag: &str, creds: &str) -> Result<()> {
-    let auth = auth_file(&registry.host(), Some(creds))?;
-    let auth_path = auth.path().join("auth.json");
+    let auth = registry.auth_file(Some(creds))?;
+    let auth_path = auth.path();
     skopeo(&[
         "copy",
         "--quiet",
@@ -358,9 +386,9 @@ pub fn push(archive: &Path, registry: &Registry, repository_and_tag: &str, creds
 /// layers, digests checked) into a temporary OCI layout, as `creds`
 /// (`user:password`) or anonymously; the error is skopeo's message.
 pub fn pull(registry: &Registry, repository_and_tag: &str, creds: Option<&str>) -> Result<()> {
-    let auth = auth_file(&registry.host(), creds)?;
-    let auth_path = auth.path().join("auth.json");
-    let layout = auth.path().join("image");
+    let auth = registry.auth_file(creds)?;
+    let auth_path = auth.path();
+    let layout = auth.dir.path().join("image");
     skopeo(&[
         "copy",
         "--quiet",

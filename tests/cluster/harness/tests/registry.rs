@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use cluster_harness::registry::{Check, jwt_es256, pull, push};
-use cluster_harness::{Registry, TestCluster, TokenRealm, run_ok};
+use cluster_harness::{Registry, TestCluster, TokenRealm, run_ok, workspace_root};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
@@ -100,6 +100,22 @@ fn htpasswd_registry_serves_its_user_only() {
     let t0 = Instant::now();
     pull(&registry, REPOSITORY, Some(&creds)).expect("pull with the right credentials");
     eprintln!("registry test: pull in {:.1?}", t0.elapsed());
+
+    // The documented push (`make push`, buildah) with the registry's CA and an auth file.
+    let auth = registry.auth_file(Some(&creds)).expect("an auth file");
+    let t0 = Instant::now();
+    run_ok(
+        Command::new("make")
+            .current_dir(workspace_root())
+            .args(["-s", "push"])
+            .arg(format!("REGISTRY={}", registry.host()))
+            .arg(format!("IMAGE_ARCHIVE={}", archive.display()))
+            .arg("IMAGE_TAG=registry-test")
+            .arg(format!("PUSH_FLAGS={}", registry.push_flags(&auth))),
+    )
+    .expect("make push");
+    eprintln!("registry test: make push in {:.1?}", t0.elapsed());
+    pull(&registry, "pv-topology-webhook:registry-test", Some(&creds)).expect("pull what make push pushed");
 
     let anonymous = refused(pull(&registry, REPOSITORY, None), "anonymous");
     eprintln!("registry test: anonymous pull: {anonymous}");
