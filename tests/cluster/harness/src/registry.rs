@@ -313,7 +313,24 @@ impl Registry {
     /// An auth file with `creds` (`user:password`) for this registry;
     /// `None`: an empty one (anonymous, whatever the host's own files hold).
     pub fn auth_file(&self, creds: Option<&str>) -> Result<AuthFile> {
-        auth_file(&self.host(), creds)
+        // In the registry's directory, which the guard removes if the test process is killed.
+        let dir = tempfile::Builder::new()
+            .prefix("auth-")
+            .tempdir_in(self.dir.as_ref().expect("the registry's directory").path())?;
+        let auths = match creds {
+            Some(creds) => json!({ self.host(): {"auth": STANDARD.encode(creds)} }),
+            None => json!({}),
+        };
+        let mut file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(dir.path().join("auth.json"))?
+        };
+        file.write_all(json!({ "auths": auths }).to_string().as_bytes())?;
+        Ok(AuthFile { dir })
     }
 
     /// `--cert-dir DIR --authfile FILE`: the `PUSH_FLAGS` of `make push`
@@ -325,25 +342,6 @@ impl Registry {
             auth.path().display()
         )
     }
-}
-
-fn auth_file(host: &str, creds: Option<&str>) -> Result<AuthFile> {
-    let dir = tempfile::Builder::new().prefix("cluster-harness-auth-").tempdir()?;
-    let auths = match creds {
-        Some(creds) => json!({ host: {"auth": STANDARD.encode(creds)} }),
-        None => json!({}),
-    };
-    let path = dir.path().join("auth.json");
-    let mut file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?
-    };
-    file.write_all(json!({ "auths": auths }).to_string().as_bytes())?;
-    Ok(AuthFile { dir })
 }
 
 /// Runs skopeo; its stderr (never holding the credentials) as the error.
