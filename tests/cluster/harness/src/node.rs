@@ -82,6 +82,9 @@ const NETNS_PREFIX: &str = "node-";
 const SCRATCH_PREFIX: &str = "cluster-node-";
 const CGROUP_PREFIX: &str = "harness-node-";
 
+/// In a scratch directory kept by `CLUSTER_KEEP_DIR`: the sweep leaves it.
+const KEPT: &str = "KEPT";
+
 static NEXT_NODE: AtomicUsize = AtomicUsize::new(0);
 static SWEEP: Once = Once::new();
 
@@ -561,9 +564,9 @@ state = {state}
         Ok(path)
     }
 
-    /// Graceful part of the teardown: kubelet, containers, containerd.
-    fn stop_processes(&mut self) {
-        self.stop_kubelet();
+    /// Kills and deletes every task and container of containerd's `k8s.io`
+    /// namespace (the shims unmount the rootfs and remove runc's state).
+    fn stop_containers(&mut self) {
         if self.containerd.as_mut().is_some_and(|p| p.exited().is_none()) {
             let list = |what: &str| -> Vec<String> {
                 self.ctr()
@@ -579,22 +582,22 @@ state = {state}
                     .args(["tasks", "kill", "--all", "--signal", "SIGKILL", task])
                     .output();
             }
-            for task in &tasks {
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while Instant::now() < deadline {
-                    let out = self.ctr().args(["tasks", "delete", task]).output();
-                    if out.is_ok_and(|o| o.status.success()) {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
+            // containerd's CRI plugin deletes the tasks it sees exit itself:
+            // delete what is still listed until nothing is.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let left = list("tasks");
+                if left.is_empty() || Instant::now() > deadline {
+                    break;
                 }
+                for task in &left {
+                    let _ = self.ctr().args(["tasks", "delete", task]).output();
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
             for container in list("containers") {
                 let _ = self.ctr().args(["containers", "delete", &container]).output();
             }
-        }
-        if let Some(mut containerd) = self.containerd.take() {
-            containerd.stop();
         }
     }
 }
@@ -609,12 +612,26 @@ impl Drop for Node {
             );
         }
         let t0 = Instant::now();
-        self.stop_processes();
+        self.stop_kubelet();
+        let t_kubelet = t0.elapsed();
+        self.stop_containers();
+        let t_containers = t0.elapsed();
+        if let Some(mut containerd) = self.containerd.take() {
+            containerd.stop();
+        }
+        let t_containerd = t0.elapsed();
         for relay in self.relays.lock().expect("relays").drain(..) {
             relay.stop();
         }
         let keep = std::env::var_os("CLUSTER_KEEP_DIR").is_some();
         let problems = clean_up(&self.netns, &self.scratch, &self.cgroup, keep);
+        eprintln!(
+            "cluster-harness: node {} teardown: kubelet {t_kubelet:.1?}, containers {:.1?}, containerd {:.1?}, rest {:.1?}",
+            self.name,
+            t_containers - t_kubelet,
+            t_containerd - t_containers,
+            t0.elapsed() - t_containerd
+        );
         for problem in &problems {
             eprintln!("cluster-harness: node {}: {problem}", self.name);
         }
@@ -1057,11 +1074,13 @@ fn clean_up(netns: &str, scratch: &Path, cgroup: &str, keep: bool) -> Vec<String
     // Never remove a directory with something still mounted below it.
     if left.is_empty() && scratch.exists() {
         let result = if keep {
+            // The sweep of a later run leaves a kept directory alone.
             ["containerd", "kubelet", "cni-ipam"]
                 .iter()
                 .map(|d| scratch.join(d))
                 .filter(|d| d.exists())
                 .try_for_each(fs::remove_dir_all)
+                .and_then(|()| fs::write(scratch.join(KEPT), "kept: CLUSTER_KEEP_DIR was set\n"))
         } else {
             fs::remove_dir_all(scratch)
         };
@@ -1097,10 +1116,15 @@ fn sweep_stale() {
         );
     }
     if let Ok(entries) = fs::read_dir(std::env::temp_dir()) {
-        names.extend(entries.filter_map(|e| e.ok()).filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            stale(&name, SCRATCH_PREFIX).then(|| format!("{NETNS_PREFIX}{}", &name[SCRATCH_PREFIX.len()..]))
-        }));
+        names.extend(
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| !e.path().join(KEPT).exists())
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    stale(&name, SCRATCH_PREFIX).then(|| format!("{NETNS_PREFIX}{}", &name[SCRATCH_PREFIX.len()..]))
+                }),
+        );
     }
     for hierarchy in cgroup_hierarchies() {
         if let Ok(entries) = fs::read_dir(&hierarchy) {
@@ -1117,7 +1141,8 @@ fn sweep_stale() {
         let scratch = std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{suffix}"));
         let cgroup = format!("/{CGROUP_PREFIX}{suffix}");
         eprintln!("cluster-harness: removing what a killed run left: node {netns}");
-        for problem in clean_up(&netns, &scratch, &cgroup, false) {
+        let keep = scratch.join(KEPT).exists();
+        for problem in clean_up(&netns, &scratch, &cgroup, keep) {
             eprintln!("cluster-harness: stale node {netns}: {problem}");
         }
     }
