@@ -5,6 +5,7 @@
 //! own that only the node controller's role binds.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -125,8 +126,13 @@ impl CloudNodeController {
         Ok(Self { proc })
     }
 
+    /// One log per start: a test may run several controllers in turn.
     fn log_path_in(root: &Path) -> PathBuf {
-        root.join("cloud-node-controller.log")
+        static STARTS: AtomicUsize = AtomicUsize::new(0);
+        root.join(format!(
+            "cloud-node-controller-{}.log",
+            STARTS.fetch_add(1, Ordering::SeqCst)
+        ))
     }
 
     /// Its whole log so far.

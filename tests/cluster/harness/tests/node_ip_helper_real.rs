@@ -12,12 +12,17 @@
 //! stays, the controller logs why, and `check --node` says STUCK quoting
 //! the controller's own words. One cluster and one controller for the file.
 
+#[path = "../../../../node-ip-helper/tests/systemd/mod.rs"]
+mod systemd;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cluster_harness::cloud_node_controller::{CloudInstance, CloudNodeController};
-use cluster_harness::{TestCluster, workspace_binary};
+use cluster_harness::{
+    KubeletOptions, Node as RealNode, NodeOptions, TestCluster, run_ok, workspace_binary, workspace_root,
+};
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -168,19 +173,33 @@ fn check_node(name: &str, kubeconfig: &Path, cloud: &Path) -> (i32, String, Stri
     ])
 }
 
+/// One cluster for the file: Nodes written as kubelet writes them, then a
+/// real kubelet on a real node.
 #[tokio::test]
-async fn the_cloud_node_controller_initializes_only_a_node_whose_ip_the_cloud_reports() {
-    let t0 = Instant::now();
+async fn node_ip_helper_before_kubelet_and_the_cloud_node_controller() {
     let cluster = TestCluster::start().await;
+    let t0 = Instant::now();
+    nodes_as_kubelet_writes_them(&cluster).await;
+    let written = t0.elapsed();
+    let t1 = Instant::now();
+    a_real_node_as_shipped(&cluster).await;
+    eprintln!(
+        "node_ip_helper_real: Nodes as kubelet writes them {written:.1?}, the real node {:.1?}",
+        t1.elapsed()
+    );
+}
+
+/// The controller on Nodes registered as kubelet registers them.
+async fn nodes_as_kubelet_writes_them(cluster: &TestCluster) {
     let instance = instance();
     let dir = tempfile::tempdir().expect("temporary directory");
     let cloud = dir.path().join("cloud.json");
     std::fs::write(&cloud, instance.addresses_json()).expect("write the cloud's addresses");
 
     // The secondary InternalIP: the controller must keep it and drop the other.
-    let good = register(&cluster, "node-good", "10.0.1.26").await;
-    let stuck = register(&cluster, "node-stuck", "192.168.56.10").await;
-    let mut controller = CloudNodeController::start(&cluster, &instance)
+    let good = register(cluster, "node-good", "10.0.1.26").await;
+    let stuck = register(cluster, "node-stuck", "192.168.56.10").await;
+    let mut controller = CloudNodeController::start(cluster, &instance)
         .await
         .expect("start cloud-node-controller");
     let nodes: Api<Node> = Api::all(cluster.client());
@@ -335,5 +354,359 @@ async fn the_cloud_node_controller_initializes_only_a_node_whose_ip_the_cloud_re
     );
     let (status, stdout, stderr) = check_node("node-stuck", &stuck, &cloud);
     assert_eq!(status, 0, "initialized: {stdout}{stderr}");
-    eprintln!("node_ip_helper_real: {:.1?}", t0.elapsed());
+
+    // The next controller is told another instance: these Nodes go first.
+    drop(controller);
+    for name in ["node-good", "node-stuck"] {
+        nodes.delete(name, &Default::default()).await.expect("delete the Node");
+    }
+}
+
+/// nic0's address in tests/data/node-ip-helper/metadata/gce.json: what the
+/// shipped unit (source auto) takes from the metadata service.
+const GCE_IP: &str = "10.132.0.7";
+/// The address on the node's lowest-metric default route: kubelet's own
+/// pick, and what `NODE_IP_HELPER_SOURCE=local` (default.env's example) takes.
+const LOCAL_IP: &str = "192.168.56.10";
+
+/// The instance of gce.json as the GCE cloud controller manager lists it
+/// (cloud-provider-gcp gce_instances.go, as cloud/src/metadata/gce.rs
+/// follows it): per NIC its internal IP, external IPs and first IPv6, the
+/// hostname as InternalDNS and Hostname, IPv4 and names before IPv6.
+fn gce_instance() -> CloudInstance {
+    let host = "node-a.europe-west1-b.c.my-project.internal";
+    let address = |kind: &str, ip: &str| (kind.to_owned(), ip.to_owned());
+    CloudInstance {
+        addresses: vec![
+            address("InternalIP", GCE_IP),
+            address("ExternalIP", "34.77.1.2"),
+            address("InternalIP", "10.200.0.7"),
+            address("InternalDNS", host),
+            address("Hostname", host),
+            address("InternalIP", "2600:1900:4000::7"),
+        ],
+        provider_id: "gce://my-project/europe-west1-b/node-a".into(),
+        zone: "europe-west1-b".into(),
+        region: "europe-west1".into(),
+    }
+}
+
+fn manifest(name: &str) -> String {
+    let path = workspace_root().join("manifests/node-ip-helper").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `ip -n NETNS ARGS`.
+fn ip(node: &RealNode, args: &str) {
+    run_ok(
+        Command::new("ip")
+            .args(["-n", node.netns()])
+            .args(args.split_whitespace()),
+    )
+    .expect("ip");
+}
+
+/// Two interfaces as node-ip-helper/tests/as_shipped.rs builds a node (veth
+/// pairs with both ends in the namespace, so nothing leaves it), several
+/// addresses per family: eth0 holds the cloud's nic0 address, eth1 the
+/// lowest-metric default route.
+fn interfaces(node: &RealNode) {
+    let nics = [
+        (
+            "eth0",
+            [&format!("{GCE_IP}/20"), "10.132.0.9/20", "fd00:132::7/64"],
+            "10.132.0.1",
+            100,
+        ),
+        (
+            "eth1",
+            [&format!("{LOCAL_IP}/24"), "192.168.56.11/24", "fd00:56::10/64"],
+            "192.168.56.1",
+            50,
+        ),
+    ];
+    for (nic, addresses, gateway, metric) in nics {
+        ip(node, &format!("link add {nic} type veth peer name {nic}p"));
+        ip(node, &format!("link set {nic}p up"));
+        ip(node, &format!("link set {nic} up"));
+        for address in addresses {
+            // No duplicate address detection: a tentative address is not usable yet.
+            let nodad = if address.contains(':') { " nodad" } else { "" };
+            ip(node, &format!("addr add {address} dev {nic}{nodad}"));
+        }
+        ip(
+            node,
+            &format!("route add default via {gateway} dev {nic} metric {metric}"),
+        );
+    }
+}
+
+/// The node's `/run`, `/var/lib` and `bin/node-ip-helper`, as
+/// systemd/mod.rs's WITH_NODE_PATHS binds them.
+fn node_root() -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("temporary directory");
+    // The unit's RuntimeDirectory= and StateDirectory=, which systemd makes.
+    for dir in ["run/node-ip-helper", "var-lib/node-ip-helper", "bin"] {
+        std::fs::create_dir_all(root.path().join(dir)).expect("mkdir");
+    }
+    std::os::unix::fs::symlink(helper(), root.path().join("bin/node-ip-helper")).expect("symlink the binary");
+    root
+}
+
+/// The shipped unit's `ExecStart`, run in the node's netns as systemd runs
+/// it: its `Environment=`, then `default_env` as /etc/default/node-ip-helper,
+/// nothing else of ours; returns the env file it wrote.
+fn run_unit(node: &RealNode, root: &Path, default_env: &str) -> String {
+    let text = manifest("node-ip-helper.service");
+    let unit = systemd::Unit::parse(&text);
+    assert_eq!(unit.exec_start[0], "/usr/local/bin/node-ip-helper", "{text}");
+    assert_eq!(unit.environment_files, ["/etc/default/node-ip-helper"], "{text}");
+    let mut argv = unit.exec_start.clone();
+    argv[0] = "node-ip-helper".into();
+    let out = node
+        .command_in_netns("unshare")
+        .args(["--mount", "sh", "-c", systemd::WITH_NODE_PATHS, "sh"])
+        .arg(root)
+        .args(&argv)
+        .env_clear()
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .envs(unit.environment_with(default_env))
+        .output()
+        .expect("run the unit's command");
+    assert!(
+        out.status.success(),
+        "the unit failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(root.join("run/node-ip-helper/kubelet.env")).expect("the unit wrote kubelet.env")
+}
+
+/// kubelet's arguments from the shipped drop-in's `ExecStart`, expanded as
+/// systemd does with the env file and kubeadm's variables: the harness
+/// passes what KUBELET_KUBECONFIG_ARGS and KUBELET_CONFIG_ARGS hold
+/// (`--kubeconfig`, `--config`) itself; KUBELET_KUBEADM_ARGS is what kubeadm
+/// writes to kubeadm-flags.env from kubeadm-join.yaml's kubeletExtraArgs.
+fn kubelet_args(env_file: &str) -> Vec<String> {
+    let drop_in = manifest("20-node-ip-helper.conf");
+    let active: Vec<&str> = drop_in
+        .lines()
+        .filter_map(|line| line.strip_prefix("ExecStart="))
+        .filter(|command| !command.is_empty())
+        .collect();
+    assert_eq!(active.len(), 1, "{drop_in}");
+    let join: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&manifest("kubeadm-join.yaml")).expect("kubeadm-join.yaml");
+    let kubeadm: Vec<String> = join["nodeRegistration"]["kubeletExtraArgs"]
+        .as_sequence()
+        .expect("kubeletExtraArgs")
+        .iter()
+        .map(|arg| {
+            format!(
+                "--{}={}",
+                arg["name"].as_str().expect("name"),
+                arg["value"].as_str().expect("value")
+            )
+        })
+        .collect();
+    let mut env = systemd::environment_file(env_file);
+    for (name, value) in [
+        ("KUBELET_KUBECONFIG_ARGS", String::new()),
+        ("KUBELET_CONFIG_ARGS", String::new()),
+        ("KUBELET_KUBEADM_ARGS", kubeadm.join(" ")),
+        ("KUBELET_EXTRA_ARGS", String::new()),
+    ] {
+        env.insert(name.into(), value);
+    }
+    let argv = systemd::expand(active[0], &env);
+    assert_eq!(argv[0], "/usr/bin/kubelet", "{argv:?}");
+    argv[1..].to_vec()
+}
+
+/// `node-ip-helper ARGS` on the node (its netns), as root with nothing of ours set.
+fn on_the_node(node: &RealNode, args: &[&str]) -> (i32, String, String) {
+    let out = node
+        .command_in_netns(helper())
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run node-ip-helper on the node");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A real node: kubelet v1.37.2 and containerd in a netns with two
+/// interfaces and GCE's metadata service on the netns's 169.254.169.254
+/// (never the host's). default.env's documented `NODE_IP_HELPER_SOURCE=local`
+/// makes the unit take kubelet's own pick, which the cloud does not list:
+/// the Node stays tainted and `check --node` says why in the controller's
+/// words. Its FIX, followed (default.env as shipped, the unit and kubelet
+/// restarted), gives the cloud's address and the controller initializes it.
+async fn a_real_node_as_shipped(cluster: &TestCluster) {
+    let client = cluster.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = RealNode::create(cluster, NodeOptions::default()).expect("the node");
+    let name = node.name().to_owned();
+    interfaces(&node);
+    ip(&node, "addr add 169.254.169.254/32 dev lo");
+    let mut python = node.command_in_netns("python3");
+    python
+        .env("METADATA_FAKE_ADDRESS", "169.254.169.254")
+        .env("METADATA_FAKE_PORT", "80");
+    let _metadata = test_fakes::MetadataFake::start_with(
+        python,
+        &workspace_root().join("tests/data/node-ip-helper/metadata/gce.json"),
+    );
+    // The node's own identity, for check --node (kubelet's file: written
+    // again before kubelet first reads it).
+    let kubeconfig = cluster
+        .user_kubeconfig(&format!("system:node:{name}"), &["system:nodes"])
+        .expect("the node's kubeconfig");
+    let kubeconfig = kubeconfig.to_str().expect("UTF-8 path");
+    let instance = gce_instance();
+    let (status, detected, stderr) = on_the_node(&node, &["detect", "--source", "gce", "--output", "json"]);
+    assert_eq!(status, 0, "{stderr}");
+    let detected: Value = serde_json::from_str(&detected).expect("detect's JSON");
+    assert_eq!(
+        detected["cloudAddresses"],
+        serde_json::from_str::<Value>(&instance.addresses_json()).expect("JSON"),
+        "the controller is told what node-ip-helper reads from the metadata service"
+    );
+    let root = node_root();
+    let default_env = manifest("default.env");
+
+    // default.env's example set: kubelet's own pick.
+    let local_env = default_env.replace("#NODE_IP_HELPER_SOURCE=local", "NODE_IP_HELPER_SOURCE=local");
+    assert_ne!(
+        local_env, default_env,
+        "default.env documents NODE_IP_HELPER_SOURCE=local"
+    );
+    let env_file = run_unit(&node, root.path(), &local_env);
+    let args = kubelet_args(&env_file);
+    assert_eq!(
+        args,
+        ["--cloud-provider=external".to_owned(), format!("--node-ip={LOCAL_IP}")]
+    );
+    let t0 = Instant::now();
+    node.start_kubelet(KubeletOptions {
+        extra_args: args,
+        ..Default::default()
+    })
+    .expect("kubelet starts");
+    let registered = node
+        .wait_ready(&client, Duration::from_secs(120))
+        .await
+        .expect("the Node registers and is Ready");
+    let ready = t0.elapsed();
+    let annotations = registered.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.get(PROVIDED_NODE_IP).map(String::as_str), Some(LOCAL_IP));
+    assert!(tainted(&registered), "{registered:?}");
+    assert_eq!(
+        addresses(&registered),
+        json!([{"type": "InternalIP", "address": LOCAL_IP}, {"type": "Hostname", "address": name}])
+    );
+
+    let mut controller = CloudNodeController::start(cluster, &instance)
+        .await
+        .expect("start cloud-node-controller");
+    let syncing = format!("error syncing '{name}'");
+    let line = controller
+        .wait_for_log_line(&syncing, Duration::from_secs(60))
+        .expect("the controller's reason");
+    assert!(
+        line.contains(&format!(
+            "failed to get node address from cloud provider that matches ip: {LOCAL_IP}"
+        )),
+        "{line}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while controller.log().matches(&syncing).count() < 5 {
+        controller.running().expect("the controller runs");
+        assert!(Instant::now() < deadline, "no retry:\n{}", controller.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stuck = nodes.get(&name).await.expect("read the Node");
+    assert!(tainted(&stuck), "{stuck:?}");
+
+    // On the node, as docs/node-ip-helper.md's debugging step 0 runs it.
+    let check = ["check", "--node", &name, "--kubeconfig", kubeconfig, "--source", "auto"];
+    let (status, stdout, stderr) = on_the_node(&node, &check);
+    assert_eq!(status, 2, "stuck: {stdout}{stderr}");
+    let stuck_line = stdout
+        .lines()
+        .find(|l| l.starts_with("STUCK: "))
+        .unwrap_or_else(|| panic!("no STUCK line: {stdout}"));
+    let quoted = stuck_line
+        .split_once("; its log says: ")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("the controller's words are not quoted: {stuck_line}"));
+    assert!(
+        controller.log().contains(quoted),
+        "check quotes {quoted:?}, not in the controller's log"
+    );
+    let fix = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("FIX: "))
+        .unwrap_or_else(|| panic!("no FIX line: {stdout}"));
+    assert!(
+        fix.contains(&format!("({GCE_IP}, 10.200.0.7, 2600:1900:4000::7)"))
+            && fix.contains("`systemctl restart node-ip-helper kubelet`"),
+        "{fix}"
+    );
+
+    // The FIX: default.env as shipped (source auto), then
+    // `systemctl restart node-ip-helper kubelet`.
+    let env_file = run_unit(&node, root.path(), &default_env);
+    let args = kubelet_args(&env_file);
+    assert_eq!(
+        args,
+        ["--cloud-provider=external".to_owned(), format!("--node-ip={GCE_IP}")]
+    );
+    node.stop_kubelet();
+    let t1 = Instant::now();
+    node.start_kubelet(KubeletOptions {
+        extra_args: args,
+        ..Default::default()
+    })
+    .expect("kubelet starts again");
+    let initialized = wait_for_node(&nodes, &mut controller, &name, "initialized after the fix", |n| {
+        !tainted(n) && addresses(n)[0]["address"] == GCE_IP
+    })
+    .await;
+    let initialized_after = t1.elapsed();
+    let annotations = initialized.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.get(PROVIDED_NODE_IP).map(String::as_str), Some(GCE_IP));
+    assert_eq!(
+        initialized.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        Some(instance.provider_id.as_str())
+    );
+    let labels = initialized.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get(ZONE).map(String::as_str), Some("europe-west1-b"));
+    let cloud = root.path().join("cloud.json");
+    std::fs::write(&cloud, instance.addresses_json()).expect("write the cloud's addresses");
+    let (status, predicted, stderr) = node_ip_helper(&[
+        "check",
+        "--node-ip",
+        GCE_IP,
+        "--cloud-addresses",
+        cloud.to_str().expect("UTF-8 path"),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(status, 0, "{predicted}{stderr}");
+    let predicted: Value = serde_json::from_str(&predicted).expect("check's JSON");
+    assert_eq!(
+        addresses(&initialized),
+        predicted["addresses"],
+        "as check --node-ip predicts"
+    );
+    let (status, stdout, stderr) = on_the_node(&node, &check);
+    assert_eq!(status, 0, "initialized: {stdout}{stderr}");
+    assert!(stdout.contains("OK: the node is initialized"), "{stdout}");
+    eprintln!(
+        "node_ip_helper_real: kubelet Ready {ready:.1?} after start; initialized {initialized_after:.1?} after the fixed kubelet started"
+    );
 }
