@@ -154,7 +154,7 @@ async fn a_real_node_registers_runs_pods_and_judges_images() {
     }
     let restarted = t2.elapsed();
     // Long enough for a pod worker to have acted on a container it thought gone.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let after = pods.get("sleeper").await.expect("get sleeper");
     assert_eq!(after.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Running"));
     assert_eq!(container_id(&after).as_deref(), Some(id.as_str()), "container replaced");
