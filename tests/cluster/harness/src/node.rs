@@ -777,6 +777,8 @@ pub fn pause_image_archive() -> Result<PathBuf> {
 /// A listener on 127.0.0.1:`port` in a netns whose connections are copied
 /// to and from 127.0.0.1:`port` on the host.
 struct Relay {
+    netns: PathBuf,
+    port: u16,
     stop: Arc<AtomicBool>,
     connections: Arc<Mutex<HashMap<u64, TcpStream>>>,
     thread: Option<JoinHandle<()>>,
@@ -784,8 +786,9 @@ struct Relay {
 
 impl Relay {
     fn start(netns: &Path, port: u16) -> Result<Relay> {
-        let listener = bind_in_netns(netns, port)?;
-        listener.set_nonblocking(true)?;
+        let listener = in_netns(netns, move || {
+            TcpListener::bind(("127.0.0.1", port)).with_context(|| format!("binding 127.0.0.1:{port} in the netns"))
+        })?;
         let stop = Arc::new(AtomicBool::new(false));
         let connections: Arc<Mutex<HashMap<u64, TcpStream>>> = Arc::default();
         let next = AtomicU64::new(0);
@@ -795,16 +798,22 @@ impl Relay {
             std::thread::Builder::new()
                 .name(format!("relay-{port}"))
                 .spawn(move || {
-                    while !stop.load(Ordering::SeqCst) {
-                        match listener.accept() {
+                    loop {
+                        let accepted = listener.accept();
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        match accepted {
                             Ok((inner, _)) => relay(inner, port, next.fetch_add(1, Ordering::SeqCst), &connections),
-                            // Polled, so that stopping needs no wake-up.
+                            // e.g. out of file descriptors: try again soon
                             Err(_) => std::thread::sleep(Duration::from_millis(20)),
                         }
                     }
                 })?
         };
         Ok(Relay {
+            netns: netns.to_path_buf(),
+            port,
             stop,
             connections,
             thread: Some(thread),
@@ -815,7 +824,12 @@ impl Relay {
     /// netns alive).
     fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
+        // A connection from inside the netns wakes the blocked accept.
+        let port = self.port;
+        let woken = in_netns(&self.netns, move || Ok(TcpStream::connect(("127.0.0.1", port))?)).is_ok();
+        if let Some(thread) = self.thread.take()
+            && woken
+        {
             let _ = thread.join();
         }
         for (_, stream) in self.connections.lock().expect("connections").drain() {
@@ -824,16 +838,17 @@ impl Relay {
     }
 }
 
-/// A socket keeps the netns it was created in: a short-lived thread enters
-/// the netns, binds, and ends.
-fn bind_in_netns(netns: &Path, port: u16) -> Result<TcpListener> {
+/// Runs `f` on a short-lived thread that entered the netns at `netns`: a
+/// socket keeps the netns it was created in, the caller's thread stays where
+/// it is.
+fn in_netns<T: Send + 'static>(netns: &Path, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     let ns = fs::File::open(netns).with_context(|| format!("opening {}", netns.display()))?;
-    std::thread::spawn(move || -> Result<TcpListener> {
+    std::thread::spawn(move || -> Result<T> {
         setns(&ns, CloneFlags::CLONE_NEWNET).context("setns into the node's netns")?;
-        TcpListener::bind(("127.0.0.1", port)).with_context(|| format!("binding 127.0.0.1:{port} in the netns"))
+        f()
     })
     .join()
-    .map_err(|_| anyhow!("the relay's bind thread panicked"))?
+    .map_err(|_| anyhow!("a thread in the node's netns panicked"))?
 }
 
 fn relay(inner: TcpStream, port: u16, id: u64, connections: &Arc<Mutex<HashMap<u64, TcpStream>>>) {
