@@ -71,8 +71,10 @@ fn refused(result: anyhow::Result<()>, what: &str) -> String {
     }
 }
 
-/// No secret in any encoding we can think of: raw, Basic's base64 of `user:secret`, URL-encoded.
+/// No secret in any encoding we can think of: raw, Basic's base64 of `user:secret`, URL-encoded;
+/// and no token the realm issued to skopeo (every JWT starts with `eyJ`, the base64url of `{"`).
 fn assert_not_logged(log: &str, secrets: &[(&str, &str)], which: &str) {
+    assert!(!log.contains("eyJ"), "the {which} log holds a JWT");
     for (user, secret) in secrets {
         let basic = STANDARD.encode(format!("{user}:{secret}"));
         let encoded: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
