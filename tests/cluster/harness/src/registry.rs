@@ -50,6 +50,8 @@ use crate::process::{Proc, free_port, wait_tcp};
 pub const TOKEN_SERVICE: &str = "registry.test";
 /// The realm's name for itself (`iss`; the registry's `auth.token.issuer`).
 pub const TOKEN_ISSUER: &str = "harness-token";
+/// Debian's package of the CNCF distribution registry 2.8.2.
+const DOCKER_REGISTRY: &str = "/usr/bin/docker-registry";
 /// The account the realm grants `push` to (besides `pull`); everyone else gets `pull` only.
 const PUSH_USER: &str = "harness-push";
 /// How long a token the realm issues is valid.
@@ -191,6 +193,9 @@ impl Registry {
     }
 
     fn try_start(ca: &Ca, auth: &impl Fn(&Path) -> Result<Value>) -> Result<Registry> {
+        if !Path::new(DOCKER_REGISTRY).is_file() {
+            bail!("{DOCKER_REGISTRY} is missing: make tools installs it (apt-get install docker-registry)");
+        }
         let dir = tempfile::Builder::new().prefix("cluster-harness-registry-").tempdir()?;
         let root = dir.path().to_path_buf();
         let serving = ca.serving(&["127.0.0.1"])?;
@@ -223,13 +228,7 @@ impl Registry {
 
         let args = vec!["serve".to_owned(), config_path.display().to_string()];
         let log = root.join("registry.log");
-        let mut proc = Proc::spawn(
-            "docker-registry",
-            Path::new("/usr/bin/docker-registry"),
-            &args,
-            log,
-            &root,
-        )?;
+        let mut proc = Proc::spawn("docker-registry", Path::new(DOCKER_REGISTRY), &args, log, &root)?;
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
         if let Err(e) = wait_tcp(addr, &mut proc, Duration::from_secs(30)) {
             let tail = proc.tail(4000);
