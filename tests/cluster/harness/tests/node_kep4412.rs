@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use cluster_harness::registry::{Check, push};
+use cluster_harness::registry::{Check, pull, push};
 use cluster_harness::{
     KubeletOptions, Node, NodeOptions, Registry, TestCluster, TokenRealm, pause_image_archive, pod_events,
     provider_binary, run_ok, wait_pod_running, workspace_root,
@@ -778,6 +778,39 @@ async fn pods_pull_as_their_service_accounts_with_no_node_wide_secret() {
             .expect("kubelet sent the pod's token");
         assert_eq!(claims(token)["aud"], json!([STS_AUDIENCE]));
     }
+
+    // The exchange matters: the registry refuses the token kubelet gave the
+    // plugin, and the endpoint refuses a token for another audience.
+    let refused = pull(
+        &exchange_registry,
+        REPOSITORY,
+        Some(&format!("oauth2accesstoken:{}", exchanges[0].subject_token)),
+    )
+    .expect_err("the registry took the subject token itself");
+    assert!(
+        format!("{refused:#}").contains(&format!(
+            "did not authenticate the token for audience {EXCHANGED_AUDIENCE}"
+        )),
+        "{refused:#}"
+    );
+    let form = [
+        ("grant_type", GRANT_TYPE),
+        ("subject_token", token.as_str()),
+        ("subject_token_type", JWT_TYPE),
+        ("audience", EXCHANGED_AUDIENCE),
+    ];
+    let answer = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a client")
+        .post(sts.url())
+        .form(&form)
+        .send()
+        .await
+        .expect("the endpoint answers");
+    assert_eq!(answer.status().as_u16(), 400);
+    let body: Value = answer.json().await.expect("JSON");
+    assert_eq!(body["error"], "invalid_grant", "{body}");
 
     // A second pod of reader-a: kubelet's cache (cacheType ServiceAccount), no run.
     pods.create(
