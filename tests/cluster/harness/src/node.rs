@@ -1118,8 +1118,14 @@ fn stale(name: &str, prefix: &str) -> bool {
     owner_pid(name, prefix).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
 }
 
-/// What killed earlier runs left (CI reuses machines): nodes whose test
-/// process is gone.
+/// Removes what killed earlier runs left (CI reuses machines): the netns,
+/// scratch directories (not those marked kept) and cgroups of nodes whose
+/// test process is gone, the processes in them and the mounts below them.
+/// The first [`Node::create`] of a process runs it.
+pub fn sweep_stale_nodes() {
+    sweep_stale();
+}
+
 fn sweep_stale() {
     let mut names: Vec<String> = Vec::new();
     if let Ok(entries) = fs::read_dir("/run/netns") {

@@ -6,7 +6,7 @@
 //! really judges images. Costs one TestCluster and one node (≈ 25 s here).
 
 use std::net::Ipv4Addr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cluster_harness::{
@@ -172,30 +172,180 @@ async fn a_real_node_registers_runs_pods_and_judges_images() {
     );
 
     // Teardown leaves nothing: processes, mounts, cgroups, netns, directory.
-    let netns = format!("/run/netns/{}", node.netns());
-    let dir = node.dir().to_path_buf();
-    let cgroup = node.cgroup_root().trim_start_matches('/').to_string();
+    let leftovers = Leftovers::of(&node);
     let t3 = Instant::now();
     drop(node);
     let teardown = t3.elapsed();
-    assert!(!Path::new(&netns).exists(), "{netns} left");
-    if std::env::var_os("CLUSTER_KEEP_DIR").is_none() {
-        assert!(!dir.exists(), "{} left", dir.display());
-    }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let needle = format!(" {}", dir.display());
-    assert!(!mountinfo.contains(&needle), "mounts left under {}", dir.display());
-    let cgroups: Vec<String> = std::fs::read_dir("/sys/fs/cgroup")
-        .expect("/sys/fs/cgroup")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join(&cgroup))
-        .filter(|p| p.exists())
-        .map(|p| p.display().to_string())
+    let keep = std::env::var_os("CLUSTER_KEEP_DIR").is_some();
+    let left: Vec<String> = leftovers
+        .remaining()
+        .into_iter()
+        .filter(|l| !(keep && l.starts_with("directory")))
         .collect();
-    assert!(cgroups.is_empty(), "cgroups left: {cgroups:?}");
-    assert_eq!(processes_naming(&dir), Vec::<String>::new(), "processes left");
+    assert_eq!(left, Vec::<String>::new(), "left after the drop");
+
+    // What a killed test process leaves, the next one's sweep removes.
+    let t4 = Instant::now();
+    a_killed_runs_node_is_swept().await;
+    let swept = t4.elapsed();
     eprintln!(
         "node test: node created in {created:.1?}, Ready after {ready:.1?}, pod Running in {to_running:.1?}, \
-         kubelet restarted and synced in {restarted:.1?}, torn down in {teardown:.1?}"
+         kubelet restarted and synced in {restarted:.1?}, torn down in {teardown:.1?}; \
+         the killed run's node made and swept in {swept:.1?}"
     );
+}
+
+/// Where a node leaves traces: its netns, directory, mounts, cgroups and
+/// processes.
+struct Leftovers {
+    netns: PathBuf,
+    dir: PathBuf,
+    cgroup: String,
+}
+
+impl Leftovers {
+    fn of(node: &Node) -> Leftovers {
+        Leftovers::named(node.netns(), node.dir(), node.cgroup_root())
+    }
+
+    fn named(netns: &str, dir: &Path, cgroup: &str) -> Leftovers {
+        Leftovers {
+            netns: Path::new("/run/netns").join(netns),
+            dir: dir.to_path_buf(),
+            cgroup: cgroup.trim_start_matches('/').to_string(),
+        }
+    }
+
+    /// What of it is still there, one line each.
+    fn remaining(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        if self.netns.exists() {
+            left.push(format!("netns {}", self.netns.display()));
+        }
+        if self.dir.exists() {
+            left.push(format!("directory {}", self.dir.display()));
+        }
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        let needle = format!(" {}", self.dir.display());
+        left.extend(
+            mountinfo
+                .lines()
+                .filter(|l| l.contains(&needle))
+                .map(|l| format!("mount {l}")),
+        );
+        left.extend(
+            std::fs::read_dir("/sys/fs/cgroup")
+                .expect("/sys/fs/cgroup")
+                .filter_map(|e| e.ok())
+                .map(|e| e.path().join(&self.cgroup))
+                .filter(|p| p.exists())
+                .map(|p| format!("cgroup {}", p.display())),
+        );
+        left.extend(processes_naming(&self.dir).into_iter().map(|p| format!("process {p}")));
+        left
+    }
+}
+
+/// Kills a child process (this binary running `killed_run_child`) on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A child test process makes a node with a running pod and is SIGKILLed;
+/// its node's netns, shims, pods, mounts and cgroups stay (the control),
+/// and `sweep_stale_nodes` removes them all.
+async fn a_killed_runs_node_is_swept() {
+    use std::io::BufRead;
+    let log = tempfile::NamedTempFile::new().expect("child log");
+    let mut child = Child(
+        std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["killed_run_child", "--exact", "--ignored", "--nocapture"])
+            .env(CHILD_VARIABLE, "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(log.reopen().expect("child log"))
+            .spawn()
+            .expect("start the child"),
+    );
+    let stdout = child.0.stdout.take().expect("child stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix(CHILD_MARKER) {
+                let _ = tx.send(rest.to_string());
+            }
+        }
+    });
+    let line = rx.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|_| {
+        panic!(
+            "the child made no node with a running pod within 120s:\n{}",
+            std::fs::read_to_string(log.path()).unwrap_or_default()
+        )
+    });
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let [netns, dir, cgroup] = words[..] else {
+        panic!("child said {line:?}")
+    };
+    let leftovers = Leftovers::named(netns, Path::new(dir), cgroup);
+    drop(child); // SIGKILL, reaped: its pid is gone
+    // The guard has stopped containerd and kubelet; the rest stays.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_naming(&leftovers.dir)
+        .iter()
+        .any(|p| p.contains("kubelet") || p.contains("containerd.toml"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the guard did not stop containerd and kubelet"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left = leftovers.remaining();
+    for kind in ["netns", "directory", "mount", "cgroup", "process"] {
+        assert!(
+            left.iter().any(|l| l.starts_with(kind)),
+            "the killed run left no {kind}: {left:#?}"
+        );
+    }
+    cluster_harness::node::sweep_stale_nodes();
+    assert_eq!(leftovers.remaining(), Vec::<String>::new(), "left after the sweep");
+}
+
+const CHILD_VARIABLE: &str = "NODE_TEST_KILLED_RUN_CHILD";
+const CHILD_MARKER: &str = "killed-run-child: ";
+
+/// Run only by `a_killed_runs_node_is_swept`, which kills it: a node with a
+/// running pod, then waiting.
+#[tokio::test]
+#[ignore = "a child of the node test, which kills it"]
+async fn killed_run_child() {
+    if std::env::var_os(CHILD_VARIABLE).is_none() {
+        return;
+    }
+    let cluster = TestCluster::start().await;
+    let client = cluster.client();
+    let node = Node::create(&cluster, NodeOptions::default()).expect("node");
+    node.start_kubelet(KubeletOptions::default()).expect("kubelet");
+    node.wait_ready(&client, Duration::from_secs(120)).await.expect("Ready");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let account = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).expect("sa");
+    accounts.create(&PostParams::default(), &account).await.expect("sa");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("sleeper", node.name(), PAUSE_IMAGE))
+        .await
+        .expect("pod");
+    wait_pod_running(&client, "default", "sleeper", Duration::from_secs(90))
+        .await
+        .expect("running");
+    println!(
+        "{CHILD_MARKER}{} {} {}",
+        node.netns(),
+        node.dir().display(),
+        node.cgroup_root()
+    );
+    tokio::time::sleep(Duration::from_secs(600)).await;
 }
