@@ -38,10 +38,16 @@ impl TestCluster {
     /// Starts etcd and kube-apiserver and waits for `/readyz`. Panics (after
     /// printing the logs) if the cluster does not come up.
     pub async fn start() -> TestCluster {
+        Self::start_with_apiserver_args(&[]).await
+    }
+
+    /// [`TestCluster::start`] with `extra` kube-apiserver flags after the
+    /// harness's own (e.g. `--enable-aggregator-routing=true`).
+    pub async fn start_with_apiserver_args(extra: &[&str]) -> TestCluster {
         let mut last = None;
         // Free ports are probed, then handed over: retry once on a lost race.
         for _ in 0..2 {
-            match Self::try_start().await {
+            match Self::try_start(extra).await {
                 Ok(cluster) => return cluster,
                 Err(e) => {
                     eprintln!("cluster-harness: start failed: {e:#}");
@@ -55,7 +61,7 @@ impl TestCluster {
         }
     }
 
-    async fn try_start() -> Result<TestCluster> {
+    async fn try_start(extra: &[&str]) -> Result<TestCluster> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let t0 = Instant::now();
         let etcd_bin = cluster_bin("etcd");
@@ -97,7 +103,7 @@ impl TestCluster {
         let mut etcd = Proc::spawn("etcd", &etcd_bin, &etcd_args, root.join("etcd.log"), &root)?;
 
         let server = format!("https://127.0.0.1:{api_port}");
-        let api_args: Vec<String> = vec![
+        let api_args: Vec<String> = [
             format!("--etcd-servers={client_url}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
@@ -117,7 +123,10 @@ impl TestCluster {
             "--endpoint-reconciler-type=none".into(),
             "--profiling=false".into(),
             "--v=1".into(),
-        ];
+        ]
+        .into_iter()
+        .chain(extra.iter().map(|arg| arg.to_string()))
+        .collect();
         // From here on, `cluster` owns the processes: an error drops it.
         let etcd_addr: SocketAddr = format!("127.0.0.1:{client_port}").parse()?;
         if let Err(e) = wait_tcp(etcd_addr, &mut etcd, Duration::from_secs(30)) {
