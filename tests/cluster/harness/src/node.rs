@@ -11,6 +11,17 @@
 //! // ... dropped: kubelet, containers, containerd stopped; mounts, cgroups, netns removed.
 //! ```
 //!
+//! The API: [`Node::create`] (with [`NodeOptions`] `relay_ports`,
+//! `registry_cas`), [`Node::add_relay`], [`Node::start_kubelet`] (with
+//! [`KubeletOptions`] `extra_args`, `credential_provider`, `env`),
+//! [`Node::stop_kubelet`], [`Node::restart_kubelet`] (pods keep running),
+//! [`Node::kubelet_exited`], [`Node::wait_ready`]; [`Node::name`],
+//! [`Node::netns`], [`Node::dir`], [`Node::cgroup_root`],
+//! [`Node::containerd_socket`]; [`Node::command_in_netns`], [`Node::ctr`],
+//! [`Node::import_image`]; [`Node::kubelet_log`], [`Node::containerd_log`],
+//! [`Node::logs`], [`Node::kubelet_metrics`]; and [`wait_pod_running`],
+//! [`pod_events`], [`pause_image_archive`], [`sweep_stale_nodes`].
+//!
 //! What each part is:
 //! - The network namespace `node-<pid>-<n>` (`ip netns add`), `lo` up,
 //!   `net.ipv4.ip_forward=1` in it only. containerd and kubelet join it with
