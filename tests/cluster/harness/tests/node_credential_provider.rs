@@ -549,12 +549,46 @@ async fn the_provider_installed_as_the_readme_says_pulls_once_for_many_pods() {
         "containerd 1.6.20's words for the registry's 401"
     );
 
+    // The provider removed from the config literally: kubelet refuses an
+    // empty providers list and exits 1 (config.go, kuberuntime_manager.go),
+    // so "without the provider" is kubelet without the two flags.
+    node.stop_kubelet();
+    let removed = setup
+        .installed
+        .config
+        .with_file_name("credential-providers-removed.yaml");
+    let mut config: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&setup.installed.config).expect("config")).expect("YAML");
+    config["providers"] = serde_yaml_ng::Value::Sequence(Vec::new());
+    std::fs::write(&removed, serde_yaml_ng::to_string(&config).expect("YAML")).expect("write the copy");
+    let logged = node.kubelet_log().len();
+    node.start_kubelet(KubeletOptions {
+        credential_provider: Some((removed, setup.installed.bin_dir.clone())),
+        ..KubeletOptions::default()
+    })
+    .expect("kubelet starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = node.kubelet_exited() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "kubelet ran on with an empty providers list");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status.code(), Some(1), "kubelet's exit with an empty providers list");
+    let log = node.kubelet_log();
+    let line = log[logged..]
+        .lines()
+        .find(|l| l.contains("Failed to register CRI auth plugins"))
+        .unwrap_or_else(|| panic!("kubelet's log has no refusal:\n{}", &log[logged..]));
+    assert!(line.contains("at least 1 item in plugins is required"), "{line}");
+    eprintln!("node credential provider: providers: [] makes kubelet exit 1: {line}");
+
     // The same pod once kubelet runs with the provider.
     let mut opens = Opens::watch(&[
         ("binary", &setup.installed.binary),
         ("docker config", &setup.installed.docker_config),
     ]);
-    node.stop_kubelet();
     let t0 = Instant::now();
     node.start_kubelet(setup.with_provider())
         .expect("kubelet starts with the provider");
