@@ -56,7 +56,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io;
+use std::io::{self, Read as _, Write as _};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -357,24 +357,58 @@ impl Node {
         fs::read_to_string(self.scratch.join("containerd.log")).unwrap_or_default()
     }
 
-    /// kubelet's `/metrics` (HTTPS on the netns's 127.0.0.1, verified
-    /// against kubelet's self-signed certificate, as a cluster admin).
+    /// kubelet's `/metrics`: HTTPS to the netns's 127.0.0.1 (rustls,
+    /// kubelet's self-signed certificate verified for the node's name), as a
+    /// cluster admin (client certificate). At most 32 MiB within 10 s.
     pub fn kubelet_metrics(&self) -> Result<String> {
-        let url = format!("https://{}:{}/metrics", self.name, self.kubelet_port);
-        let out = run_ok(
-            self.command_in_netns("curl")
-                .args(["--silent", "--show-error", "--fail", "--max-time", "10"])
-                .arg("--resolve")
-                .arg(format!("{}:{}:127.0.0.1", self.name, self.kubelet_port))
-                .arg("--cacert")
-                .arg(self.scratch.join("kubelet-pki/kubelet.crt"))
-                .arg("--cert")
-                .arg(self.scratch.join("admin.crt"))
-                .arg("--key")
-                .arg(self.scratch.join("admin.key"))
-                .arg(url),
-        )?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        const MAX_BYTES: u64 = 32 << 20;
+        let timeout = Duration::from_secs(10);
+        let pki = self.scratch.join("kubelet-pki/kubelet.crt");
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(&pki).with_context(|| format!("reading {}", pki.display()))? {
+            roots.add(cert?)?;
+        }
+        let chain = CertificateDer::pem_file_iter(self.scratch.join("admin.crt"))?.collect::<Result<Vec<_>, _>>()?;
+        let key = PrivateKeyDer::from_pem_file(self.scratch.join("admin.key"))?;
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)?;
+        let port = self.kubelet_port;
+        let tcp = in_netns(&self.netns_path(), move || Ok(TcpStream::connect(("127.0.0.1", port))?))
+            .with_context(|| format!("connecting to kubelet at 127.0.0.1:{port} in the netns"))?;
+        tcp.set_read_timeout(Some(timeout))?;
+        tcp.set_write_timeout(Some(timeout))?;
+        let connection = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from(self.name.clone())?)?;
+        let mut tls = rustls::StreamOwned::new(connection, tcp);
+        // HTTP/1.0: the body ends where the connection does (no chunks).
+        write!(tls, "GET /metrics HTTP/1.0\r\nHost: {}:{port}\r\n\r\n", self.name)?;
+        let deadline = Instant::now() + timeout;
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 64 << 10];
+        loop {
+            match tls.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+                // Go closes after the body, sometimes without close_notify.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !answer.is_empty() => break,
+                Err(e) => return Err(e).context("reading kubelet's /metrics"),
+            }
+            if answer.len() as u64 > MAX_BYTES || Instant::now() > deadline {
+                bail!("kubelet's /metrics: more than {MAX_BYTES} bytes or {timeout:?}");
+            }
+        }
+        let text = String::from_utf8_lossy(&answer);
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .context("kubelet's /metrics: no HTTP header")?;
+        let status = head.lines().next().unwrap_or_default();
+        if status.split_whitespace().nth(1) != Some("200") {
+            bail!("kubelet's /metrics answered {status}: {}", tail(body, 500));
+        }
+        Ok(body.to_string())
     }
 
     /// The tails of kubelet's and containerd's logs.
