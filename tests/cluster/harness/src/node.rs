@@ -153,14 +153,17 @@ impl Node {
         if scratch.exists() {
             bail!("{} exists already", scratch.display());
         }
-        fs::create_dir_all(&scratch)?;
         let cgroup = format!("/{CGROUP_PREFIX}{pid}-{n}");
         let api_port = port_of(&cluster.server)?;
         let kubeconfig = cluster.user_kubeconfig(&format!("system:node:{name}"), &["system:nodes"])?;
-        // Probed free on the host; the netns is empty so they are free there.
+        // Every listener in the netns gets its own port, probed on the host
+        // while held together (relayed ports are held by their servers): none
+        // can take another's, as an ephemeral port (`:0`) there could.
         let (kubelet_port, l1) = free_port()?;
         let (healthz_port, l2) = free_port()?;
-        drop((l1, l2));
+        let (stream_port, l3) = free_port()?;
+        drop((l1, l2, l3));
+        fs::create_dir_all(&scratch)?;
         let mut node = Node {
             name: name.clone(),
             netns: name,
@@ -184,7 +187,7 @@ impl Node {
         }
         node.write_admin_cert(&cluster.kubeconfig)?;
         node.create_cgroups()?;
-        node.write_containerd_config(&options)?;
+        node.write_containerd_config(&options, stream_port)?;
         node.start_containerd()?;
         node.import_image(&pause_image_archive()?)?;
         eprintln!(
@@ -479,7 +482,7 @@ impl Node {
         Ok(())
     }
 
-    fn write_containerd_config(&self, options: &NodeOptions) -> Result<()> {
+    fn write_containerd_config(&self, options: &NodeOptions, stream_port: u16) -> Result<()> {
         let s = &self.scratch;
         let net_d = s.join("net.d");
         fs::create_dir_all(&net_d)?;
@@ -535,7 +538,7 @@ state = {state}
   # Pod netns mounts under the state dir, not /var/run/netns.
   netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
+  stream_server_port = "{stream_port}"
 
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN_DIR}"
