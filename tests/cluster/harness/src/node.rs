@@ -87,6 +87,7 @@ pub const POD_SUBNET: &str = "10.244.0.0/24";
 
 const CONTAINERD: &str = "/usr/bin/containerd";
 const CNI_BIN_DIR: &str = "/usr/lib/cni";
+const CNI_RESULTS: &str = "/var/lib/cni/results";
 /// Names of everything a node creates carry the test process's pid, so a
 /// later run can tell what a killed one left.
 const NETNS_PREFIX: &str = "node-";
@@ -1101,6 +1102,7 @@ fn clean_up(netns: &str, scratch: &Path, cgroup: &str, keep: bool) -> Vec<String
     let mut problems = Vec::new();
     let netns_path = Path::new("/run/netns").join(netns);
     kill_node_processes(&netns_path, cgroup);
+    remove_cni_results(scratch);
     let left = unmount_all_under(scratch);
     if !left.is_empty() {
         problems.push(format!("still mounted: {left:?}"));
@@ -1152,6 +1154,40 @@ fn clean_up(netns: &str, scratch: &Path, cgroup: &str, keep: bool) -> Vec<String
         }
     }
     problems
+}
+
+/// libcni caches each attachment's result in `/var/lib/cni/results`
+/// (`<network>-<sandbox id>-<interface>`, a path containerd 1.6 does not
+/// let us move) and removes it only at CNI DEL, which the teardown never
+/// runs: remove those of this node's sandboxes.
+fn remove_cni_results(scratch: &Path) {
+    let containerd = scratch.join("containerd");
+    let mut ids: Vec<String> = Vec::new();
+    for dir in [
+        "root/io.containerd.grpc.v1.cri/sandboxes",
+        "state/io.containerd.grpc.v1.cri/sandboxes",
+    ] {
+        if let Ok(entries) = fs::read_dir(containerd.join(dir)) {
+            ids.extend(
+                entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned()),
+            );
+        }
+    }
+    ids.retain(|id| id.len() >= 32);
+    if ids.is_empty() {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(CNI_RESULTS) else {
+        return;
+    };
+    for entry in entries.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if ids.iter().any(|id| name.contains(&format!("-{id}-"))) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// The pid in a name `PREFIX<pid>-<n>`.

@@ -201,6 +201,8 @@ struct Leftovers {
     netns: PathBuf,
     dir: PathBuf,
     cgroup: String,
+    /// Pod sandboxes, whose CNI results libcni caches in /var/lib/cni/results.
+    sandboxes: Vec<String>,
 }
 
 impl Leftovers {
@@ -209,10 +211,20 @@ impl Leftovers {
     }
 
     fn named(netns: &str, dir: &Path, cgroup: &str) -> Leftovers {
+        let sandboxes: Vec<String> = std::fs::read_dir(dir.join("containerd/root/io.containerd.grpc.v1.cri/sandboxes"))
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(!sandboxes.is_empty(), "no pod sandbox under {}", dir.display());
         Leftovers {
             netns: Path::new("/run/netns").join(netns),
             dir: dir.to_path_buf(),
             cgroup: cgroup.trim_start_matches('/').to_string(),
+            sandboxes,
         }
     }
 
@@ -242,6 +254,15 @@ impl Leftovers {
                 .map(|p| format!("cgroup {}", p.display())),
         );
         left.extend(processes_naming(&self.dir).into_iter().map(|p| format!("process {p}")));
+        if let Ok(entries) = std::fs::read_dir("/var/lib/cni/results") {
+            left.extend(
+                entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|name| self.sandboxes.iter().any(|id| name.contains(id.as_str())))
+                    .map(|name| format!("CNI result /var/lib/cni/results/{name}")),
+            );
+        }
         left
     }
 }
@@ -305,7 +326,7 @@ async fn a_killed_runs_node_is_swept() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let left = leftovers.remaining();
-    for kind in ["netns", "directory", "mount", "cgroup", "process"] {
+    for kind in ["netns", "directory", "mount", "cgroup", "process", "CNI result"] {
         assert!(
             left.iter().any(|l| l.starts_with(kind)),
             "the killed run left no {kind}: {left:#?}"
