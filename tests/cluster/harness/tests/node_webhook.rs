@@ -53,6 +53,7 @@ use cluster_harness::{
     KubeletOptions, Node, NodeOptions, Registry, TestCluster, cluster_bin, pod_events, provider_binary, run_ok,
     workspace_binary, workspace_root,
 };
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -591,6 +592,18 @@ async fn the_chart_installed_on_a_real_node_mutates_pvs_through_its_service() {
         assert!(Instant::now() < deadline, "EndpointSlices {ready_ips:?}, pods {want:?}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+
+    // The stored configuration names the Service (no URL): the apiserver resolves it.
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let stored =
+        serde_json::to_value(configs.get(RELEASE).await.expect("the MutatingWebhookConfiguration")).expect("JSON");
+    let client_config = &stored["webhooks"][0]["clientConfig"];
+    assert_eq!(
+        client_config["service"],
+        json!({"name": RELEASE, "namespace": NAMESPACE, "path": "/mutate", "port": 443})
+    );
+    assert!(client_config.get("url").is_none(), "{client_config}");
+    assert_eq!(client_config["caBundle"], ca_bundle.as_str());
 
     // A PV made by hand: labelled and given nodeAffinity by the webhook in the pod.
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
