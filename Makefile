@@ -30,9 +30,12 @@ $(VENV)/.moto-$(MOTO_VERSION):
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)'
 	touch $@
 
+# The cluster tier's real node installs the release archives and pulls the
+# webhook's image (docs/testing.md, "The real node"): both are built first.
 test: tools
 	$(CARGO) test --workspace --exclude cluster-harness --locked --all-targets
 	$(CARGO) test --workspace --exclude cluster-harness --locked --doc
+	$(MAKE) --no-print-directory dist image
 	bash tests/cluster/run.sh
 
 lint: deny-tools

@@ -3,8 +3,9 @@
 #   <program>-<version>-<arch>-linux.tar.gz   binary, examples, LICENSE, README.md
 #   <program>-<version>-<arch>-linux.cdx.json CycloneDX SBOM of the binary
 #   SHA256SUMS                                 over the archives and SBOMs
-# The node programs are built with the `small` profile, the webhook with
-# `release`. Archives are reproducible from the same binaries: entries sorted
+# The node programs are built with the `small` profile; the webhook's archive
+# holds its image's static binary (scripts/webhook-static.sh: one release
+# build serves both). Archives are reproducible from the same binaries: entries sorted
 # by name, mtime SOURCE_DATE_EPOCH (default: the last commit's time), owner
 # and group 0, modes 0755/0644, gzip without name or time.
 # DIST_SKIP_BUILD=1 packs the binaries already in target/ without cargo.
@@ -20,7 +21,7 @@ export SOURCE_DATE_EPOCH
 
 if [ "${DIST_SKIP_BUILD:-}" != 1 ]; then
   $CARGO build --locked --profile small -p cloud-credential-provider -p node-ip-helper
-  $CARGO build --locked --release -p pv-topology-webhook
+  bash scripts/webhook-static.sh > /dev/null
 fi
 
 version=$($CARGO metadata --locked --no-deps --format-version 1 |
@@ -73,7 +74,7 @@ pack node-ip-helper small \
   systemd/20-node-ip-helper.conf=manifests/node-ip-helper/20-node-ip-helper.conf \
   default.env=manifests/node-ip-helper/default.env \
   examples/kubeadm-join.yaml=manifests/node-ip-helper/kubeadm-join.yaml
-pack pv-topology-webhook release
+pack pv-topology-webhook x86_64-unknown-linux-gnu/release
 
 (cd "$OUT" && sha256sum -- *.tar.gz *.cdx.json > SHA256SUMS)
 ls -l "$OUT"

@@ -2,16 +2,17 @@
 # `make image`: the pv-topology-webhook OCI image, built with buildah (vfs
 # storage, chroot isolation: no daemon, no user namespaces) from
 # webhook/Containerfile, kept as target/image/pv-topology-webhook.tar
-# (oci-archive). The binary is built here on the host, static (glibc with
-# crt-static: this machine has no musl target), with its dependency list
-# embedded by cargo auditable. Prints the image's size and layers.
+# (oci-archive). The binary is built here on the host by
+# scripts/webhook-static.sh: static (glibc with crt-static: this machine has
+# no musl target), with its dependency list embedded by cargo auditable; the
+# release archive (scripts/dist.sh) holds the same binary. Prints the image's
+# size and layers.
 #
 # Needs buildah and cargo-auditable (`make tools`).
 # Env: VERSION (default: the workspace version), SOURCE (the OCI source label).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGET=x86_64-unknown-linux-gnu
 OUT=target/image
 ARCHIVE=$OUT/pv-topology-webhook.tar
 BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
@@ -21,20 +22,10 @@ IMAGE=localhost/pv-topology-webhook:$VERSION
 BUILDAH=(buildah --storage-driver vfs)
 
 command -v buildah >/dev/null || { echo "image: buildah is missing (make tools)" >&2; exit 1; }
-cargo auditable --version >/dev/null 2>&1 || { echo "image: cargo-auditable is missing (make tools)" >&2; exit 1; }
 [[ -s $BUNDLE ]] || { echo "image: no CA bundle at $BUNDLE (set CA_BUNDLE; Debian: ca-certificates)" >&2; exit 1; }
 
-# --target keeps RUSTFLAGS off build scripts and proc macros, and the static
-# build in its own directory (target/$TARGET/release), apart from target/release.
-RUSTFLAGS="-C target-feature=+crt-static" \
-    cargo auditable build --locked --release --target "$TARGET" -p pv-topology-webhook
-bin=target/$TARGET/release/pv-topology-webhook
-if readelf -l "$bin" | grep -q INTERP || readelf -d "$bin" | grep -q NEEDED; then
-    echo "image: $bin is not static:" >&2
-    readelf -d "$bin" | grep NEEDED >&2 || true
-    exit 1
-fi
-readelf -S "$bin" | grep -q '\.dep-v0' || { echo "image: $bin carries no cargo-auditable section (.dep-v0)" >&2; exit 1; }
+# The static binary the release archive holds too (scripts/webhook-static.sh).
+bin=$(bash scripts/webhook-static.sh)
 
 rm -rf "$OUT/context" && mkdir -p "$OUT/context"
 cp "$bin" "$OUT/context/pv-topology-webhook"

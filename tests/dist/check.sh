@@ -38,6 +38,14 @@ known_dep() {
   esac
 }
 
+# Where each node program's examples come from (scripts/dist.sh's pack lines).
+examples_dir() {
+  case $1 in
+    cloud-credential-provider) echo manifests/credential-provider ;;
+    node-ip-helper) echo manifests/node-ip-helper ;;
+  esac
+}
+
 for program in cloud-credential-provider node-ip-helper pv-topology-webhook; do
   name="$program-$version-$arch-linux"
   archive="$DIST/$name.tar.gz"
@@ -80,7 +88,7 @@ $(cat "$tmp/diff")"
   # The examples in the archive are the repository's own.
   if [ "$program" != pv-topology-webhook ]; then
     for f in $(expected "$program" | grep -e / ); do
-      src=$(ls manifests/*/"${f##*/}")
+      src=$(examples_dir "$program")/${f##*/}
       cmp -s "$src" "$tmp/$program/$name/$f" || fail "$name/$f differs from $src"
     done
   fi
@@ -149,8 +157,21 @@ awk '/^# install-node-programs.sh/{f=1} f&&/^```/{exit} f' README.md |
   sed -e "s# /usr/# $root/usr/#g; s# /etc/# $root/etc/#g; s#^/usr/#$root/usr/#; s#^systemctl .*#:#" > "$tmp/install.sh"
 grep -q 'install -D' "$tmp/install.sh" || fail "README.md: no install-node-programs.sh script"
 cp "$DIST"/*.tar.gz "$DIST/SHA256SUMS" "$tmp/work/"
-(cd "$tmp/work" && VERSION=$version sh -eu "$tmp/install.sh" > "$tmp/install.log" 2>&1) ||
+# Its CONFIG, written as the README says: the archive's example, taken out
+# with tar (ecr.yaml is valid as shipped).
+ccp="cloud-credential-provider-$version-$arch-linux"
+tar -xzOf "$tmp/work/$ccp.tar.gz" "$ccp/examples/ecr.yaml" > "$tmp/work/credential-providers.yaml"
+# A config check-config refuses stops the script before anything of it is in /etc.
+sed 's/^kind: CredentialProviderConfig$/kind: CredentialProviderConfg/' "$tmp/work/credential-providers.yaml" > "$tmp/work/refused.yaml"
+if (cd "$tmp/work" && VERSION=$version CONFIG="$tmp/work/refused.yaml" sh -eu "$tmp/install.sh" > "$tmp/install.log" 2>&1); then
+  fail "README.md's install script installed a config check-config refuses"
+fi
+grep -q "CredentialProviderConfg" "$tmp/install.log" || fail "README.md's install script: check-config did not name the refused kind: $(cat "$tmp/install.log")"
+[ ! -e "$root/etc/kubernetes/credential-providers.yaml" ] || fail "README.md's install script installed the refused config"
+(cd "$tmp/work" && VERSION=$version CONFIG="$tmp/work/credential-providers.yaml" sh -eu "$tmp/install.sh" > "$tmp/install.log" 2>&1) ||
   fail "README.md's install script failed: $(cat "$tmp/install.log")"
+cmp -s "$tmp/work/credential-providers.yaml" "$root/etc/kubernetes/credential-providers.yaml" ||
+  fail "README.md's install script installed another config than CONFIG"
 for f in usr/local/lib/kubelet/credential-providers/cloud-credential-provider usr/local/bin/node-ip-helper \
     etc/kubernetes/credential-providers.yaml etc/systemd/system/node-ip-helper.service \
     etc/systemd/system/kubelet.service.d/20-node-ip-helper.conf etc/default/node-ip-helper; do

@@ -2,10 +2,11 @@
 //! (issue 26 item 1): `make dist`'s archive, installed by the README's
 //! `install-node-programs.sh` into a scratch root exactly as
 //! tests/dist/check.sh runs it (every absolute `/usr` and `/etc` path moved
-//! under the root, `systemctl` lines dropped), with `examples/static.yaml`
-//! picked instead of `ecr.yaml` and edited only where the docs say
-//! (`matchImages`: the registry's host; `--docker-config`: a Docker
-//! config.json with the registry's credentials). kubelet v1.37.2 runs it
+//! under the root, `systemctl` lines dropped), its `CONFIG` the archive's
+//! `examples/static.yaml` taken out with tar as the README shows for
+//! `ecr.yaml` and edited only where the docs say (`matchImages`: the
+//! registry's host; `--docker-config`: a Docker config.json with the
+//! registry's credentials). kubelet v1.37.2 runs it
 //! from `ROOT/usr/local/lib/kubelet/credential-providers` with the config
 //! `ROOT/etc/kubernetes/credential-providers.yaml`, and pulls from
 //! distribution 2.8.2 over TLS with htpasswd (harness `Registry`).
@@ -69,7 +70,9 @@ struct Installed {
     binary: PathBuf,
     config: PathBuf,
     docker_config: PathBuf,
-    /// What the script printed from its `check-config` line on.
+    /// The user's CONFIG, which the script's `check-config` checked.
+    user_config: PathBuf,
+    /// What the script printed.
     check_output: String,
 }
 
@@ -141,7 +144,7 @@ fn readme_install_script(root: &Path) -> Vec<String> {
     lines
 }
 
-fn run_script(lines: &[String], work: &Path, file: &str) -> String {
+fn run_script(lines: &[String], work: &Path, file: &str, config: &Path) -> String {
     let script = work.join(file);
     std::fs::write(&script, lines.join("\n") + "\n").expect("the script");
     let out = run_ok(
@@ -149,7 +152,8 @@ fn run_script(lines: &[String], work: &Path, file: &str) -> String {
             .arg("-eu")
             .arg(&script)
             .current_dir(work)
-            .env("VERSION", env!("CARGO_PKG_VERSION")),
+            .env("VERSION", env!("CARGO_PKG_VERSION"))
+            .env("CONFIG", config),
     )
     .unwrap_or_else(|e| panic!("README.md's install script ({file}) failed: {e:#}"));
     format!(
@@ -198,7 +202,8 @@ fn edit_static_example(example: &str, registry_host: &str, root: &Path) -> Strin
 }
 
 /// `make dist`'s archives installed by the README's script into `root`,
-/// static.yaml picked and edited between installing it and checking it.
+/// CONFIG written from the archive's static.yaml and edited, then checked and
+/// installed by the script.
 fn install_as_the_readme_says(root: &Path, registry: &Registry, creds: &str) -> Installed {
     let dist = dist_dir();
     let version = env!("CARGO_PKG_VERSION");
@@ -217,36 +222,23 @@ fn install_as_the_readme_says(root: &Path, registry: &Registry, creds: &str) -> 
             std::fs::copy(&path, work.join(&name)).expect("copy an archive");
         }
     }
-    let mut script = readme_install_script(root);
-    // The user picks static.yaml ("pick your backend's example and edit it").
-    let picked: Vec<usize> = (0..script.len())
-        .filter(|&i| script[i].contains("examples/ecr.yaml"))
-        .collect();
-    assert_eq!(
-        picked.len(),
-        1,
-        "README.md's script installs examples/ecr.yaml once: {script:#?}"
-    );
-    script[picked[0]] = script[picked[0]].replace("examples/ecr.yaml", "examples/static.yaml");
-    // The edit goes between installing the example and its check-config:
-    // the script runs in two parts (see the report of issue 26 item 1: run
-    // as one, its check-config checks the unedited example).
-    let check = script
-        .iter()
-        .position(|l| l.contains("check-config"))
-        .expect("README.md's script runs check-config");
-    let mut split = check;
-    while split > 0 && script[split - 1].trim_end().ends_with('\\') {
-        split -= 1;
-    }
-    run_script(&script[..split], &work, "install-1.sh");
-
-    let config = root.join("etc/kubernetes/credential-providers.yaml");
-    let installed = std::fs::read_to_string(&config).expect("the installed config");
+    // The user writes CONFIG from the archive's static.yaml as the README
+    // shows (tar -xzO, its example for ecr.yaml), and edits it where the
+    // docs say; the script checks it, then installs it.
+    let top = format!("{PLUGIN}-{version}-x86_64-linux");
+    let out = run_ok(
+        Command::new("tar")
+            .arg("-xzOf")
+            .arg(&archive)
+            .arg(format!("{top}/examples/static.yaml")),
+    )
+    .expect("static.yaml from the archive");
+    let example = String::from_utf8(out.stdout).expect("static.yaml is UTF-8");
     let shipped = std::fs::read_to_string(workspace_root().join("manifests/credential-provider/static.yaml"))
         .expect("static.yaml");
-    assert_eq!(installed, shipped, "the script installed another file than static.yaml");
-    std::fs::write(&config, edit_static_example(&installed, &registry.host(), root)).expect("edit the config");
+    assert_eq!(example, shipped, "the archive's static.yaml is not the repository's");
+    let user_config = work.join("credential-providers.yaml");
+    std::fs::write(&user_config, edit_static_example(&example, &registry.host(), root)).expect("write CONFIG");
     let docker_config = root.join("etc/kubernetes/registry-auth/config.json");
     std::fs::create_dir_all(docker_config.parent().expect("parent")).expect("registry-auth dir");
     {
@@ -261,13 +253,20 @@ fn install_as_the_readme_says(root: &Path, registry: &Registry, creds: &str) -> 
         let body = json!({"auths": {registry.host(): {"auth": STANDARD.encode(creds)}}});
         file.write_all(body.to_string().as_bytes()).expect("write config.json");
     }
-    let check_output = run_script(&script[split..], &work, "install-2.sh");
+    let check_output = run_script(&readme_install_script(root), &work, "install.sh", &user_config);
+    let config = root.join("etc/kubernetes/credential-providers.yaml");
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("the installed config"),
+        std::fs::read_to_string(&user_config).expect("CONFIG"),
+        "the script installed another file than CONFIG"
+    );
     let bin_dir = root.join("usr/local/lib/kubelet/credential-providers");
     Installed {
         binary: bin_dir.join(PLUGIN),
         bin_dir,
         config,
         docker_config,
+        user_config,
         check_output,
     }
 }
@@ -515,7 +514,7 @@ async fn the_provider_installed_as_the_readme_says_pulls_once_for_many_pods() {
         "node credential provider: check-config as the script ran it:\n{}",
         setup.installed.check_output.trim()
     );
-    let checked = format!("{}: valid (1 provider)", setup.installed.config.display());
+    let checked = format!("{}: valid (1 provider)", setup.installed.user_config.display());
     assert!(
         setup.installed.check_output.lines().any(|l| l == checked),
         "check-config said: {}",
