@@ -165,7 +165,9 @@ fn a_second_name_is_judged_when_the_bin_dir_says_it_is_this_plugin() {
     );
     assert_eq!(out.status, 2, "{}", out.stdout);
 
-    // kubelet refuses to start its providers when a binary is missing.
+    // kubelet exits at start when a binary is missing (kubelet v1.37.2 on
+    // the cluster tier's real node, node_faults.rs: exit 1, "Failed to
+    // register CRI auth plugins").
     let empty = tempfile::tempdir().unwrap();
     let out = run(
         &["check-config", "--bin-dir", &empty.path().display().to_string(), &path],
@@ -175,13 +177,23 @@ fn a_second_name_is_judged_when_the_bin_dir_says_it_is_this_plugin() {
     assert!(
         out.stdout.contains("providers[0].name: ")
             && out.stdout.contains("ecr-pull")
-            && out.stdout.contains("no executable"),
+            && out.stdout.contains("no executable")
+            && out
+                .stdout
+                .contains("kubelet exits at start (1, \"Failed to register CRI auth plugins\")"),
         "{}",
         out.stdout
     );
     let out = run(&["check-config", "--bin-dir", "/nonexistent/bin", &path], b"");
     assert_eq!(out.status, 2, "{}", out.stdout);
-    assert!(out.stdout.contains("/nonexistent/bin"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("/nonexistent/bin")
+            && out
+                .stdout
+                .contains("kubelet exits at start (1, \"Failed to register CRI auth plugins\")"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]

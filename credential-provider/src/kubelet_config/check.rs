@@ -11,6 +11,11 @@ use super::{ConfigError, CredentialProviderConfig};
 use crate::MAX_ERROR_LINE;
 use crate::cli::OutputFormat;
 
+/// What kubelet does when its bin dir or a provider's binary is missing:
+/// RegisterCredentialProviderPlugins fails and kubelet exits (v1.37.2,
+/// kuberuntime_manager.go; seen on the cluster tier's real node).
+const KUBELET_EXITS: &str = "kubelet exits at start (1, \"Failed to register CRI auth plugins\")";
+
 /// What to check beyond kubelet's own reading and validation.
 #[derive(Debug, Clone, Default)]
 pub struct CheckOptions {
@@ -162,7 +167,7 @@ fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> (Vec<P
         problems.push(kubelet(
             None,
             format!(
-                "plugin binary directory {} is not a directory kubelet can read (--bin-dir): kubelet registers no provider",
+                "plugin binary directory {} is not a directory kubelet can read (--bin-dir): {KUBELET_EXITS}",
                 dir.display()
             ),
         ));
@@ -175,7 +180,7 @@ fn problems(config: &CredentialProviderConfig, options: &CheckOptions) -> (Vec<P
                 Binary::Missing(why) => {
                     problems.push(kubelet(
                         Some(format!("providers[{i}].name")),
-                        format!("{why}: kubelet registers no provider while one is missing"),
+                        format!("{why}: {KUBELET_EXITS}"),
                     ));
                     provider.name == plugin::PLUGIN_NAME
                 }

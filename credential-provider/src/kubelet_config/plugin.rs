@@ -41,7 +41,7 @@ pub enum Binary {
     /// This plugin: by its name, a link to it, or a copy of it.
     ThisPlugin,
     Other,
-    /// kubelet's `exec.LookPath` fails: it registers no provider at all.
+    /// kubelet's `exec.LookPath` fails: kubelet exits at start.
     Missing(String),
 }
 
