@@ -35,6 +35,7 @@ mod process;
 pub mod readme;
 pub mod registry;
 mod tls_proxy;
+pub mod token_exchange;
 pub mod vsphere_sim;
 pub mod webhook;
 
@@ -42,7 +43,8 @@ pub use cluster::{SERVICE_ACCOUNT_ISSUER, TestCluster};
 pub use differential::{assert_disagreements, go_error_class, known_disagreements};
 pub use moto::{AwsKeys, Moto, MotoAuth, WebIdentityCall, WebIdentitySts, tampered};
 pub use node::{
-    KubeletOptions, Node, NodeOptions, PAUSE_IMAGE, POD_SUBNET, pause_image_archive, pod_events, wait_pod_running,
+    KubeletOptions, Node, NodeOptions, PAUSE_IMAGE, POD_ROUTE_HOST_SIDE, POD_ROUTE_NODE_SIDE, POD_SUBNET, PodRoute,
+    pause_image_archive, pod_events, pod_manifest, wait_pod_event, wait_pod_running, waiting_reason,
 };
 pub use pki::{Pem, Pki};
 pub use process::group_running;
@@ -129,6 +131,16 @@ pub fn run_ok(cmd: &mut Command) -> Result<Output> {
         );
     }
     Ok(out)
+}
+
+/// Random bytes as hex, from the kernel.
+pub fn random_hex(bytes: usize) -> String {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; bytes];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .expect("/dev/urandom");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// JSON lines on stdout, one value each.

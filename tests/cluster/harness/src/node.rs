@@ -19,8 +19,13 @@
 //! [`Node::netns`], [`Node::dir`], [`Node::cgroup_root`],
 //! [`Node::containerd_socket`]; [`Node::command_in_netns`], [`Node::ctr`],
 //! [`Node::import_image`]; [`Node::kubelet_log`], [`Node::containerd_log`],
-//! [`Node::logs`], [`Node::kubelet_metrics`]; and [`wait_pod_running`],
-//! [`pod_events`], [`pause_image_archive`], [`sweep_stale_nodes`].
+//! [`Node::logs`], [`Node::kubelet_metrics`];
+//! [`Node::route_pod_subnet_from_host`] (a veth host↔netns, 10.243.0.1/30
+//! to 10.243.0.2/30, and a host route to [`POD_SUBNET`] through it, for
+//! kube-apiserver to dial pod IPs; removed when the [`PodRoute`] drops, or
+//! with the netns); and [`wait_pod_running`], [`pod_events`],
+//! [`wait_pod_event`], [`pod_manifest`], [`waiting_reason`], [`pause_image_archive`],
+//! [`sweep_stale_nodes`].
 //!
 //! What each part is:
 //! - The network namespace `node-<pid>-<n>` (`ip netns add`), `lo` up,
@@ -84,6 +89,22 @@ pub const PAUSE_IMAGE: &str = "localhost/harness/pause:1";
 
 /// The node's pod network (CNI bridge `cni0`, host-local IPAM).
 pub const POD_SUBNET: &str = "10.244.0.0/24";
+/// [`Node::route_pod_subnet_from_host`]'s veth: the host's side, and its
+/// peer `to-host` in the node's netns (the route's gateway).
+pub const POD_ROUTE_HOST_SIDE: &str = "10.243.0.1/30";
+pub const POD_ROUTE_NODE_SIDE: &str = "10.243.0.2/30";
+
+/// The host's veth and route into a node's netns
+/// ([`Node::route_pod_subnet_from_host`]); dropped, they are deleted.
+pub struct PodRoute {
+    host_side: String,
+}
+
+impl Drop for PodRoute {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.host_side]).output();
+    }
+}
 
 const CONTAINERD: &str = "/usr/bin/containerd";
 const CNI_BIN_DIR: &str = "/usr/lib/cni";
@@ -234,6 +255,38 @@ impl Node {
             .arg("--")
             .arg(program);
         cmd
+    }
+
+    /// A veth from the host into the node's netns (host side
+    /// [`POD_ROUTE_HOST_SIDE`], node side [`POD_ROUTE_NODE_SIDE`]) and a host
+    /// route to [`POD_SUBNET`] through it, so that programs on the host
+    /// (kube-apiserver) can dial pod IPs. Deleting the netns deletes the veth
+    /// and so the route; dropping the [`PodRoute`] deletes them first. One
+    /// node at a time may have it (the host route is the host's).
+    pub fn route_pod_subnet_from_host(&self) -> Result<PodRoute> {
+        let route = PodRoute {
+            host_side: format!("whv{}", std::process::id()),
+        };
+        let ip = |args: &[&str]| run_ok(Command::new("ip").args(args)).map(drop);
+        ip(&[
+            "link",
+            "add",
+            &route.host_side,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "to-host",
+            "netns",
+            &self.netns,
+        ])?;
+        ip(&["addr", "add", POD_ROUTE_HOST_SIDE, "dev", &route.host_side])?;
+        ip(&["link", "set", &route.host_side, "up"])?;
+        ip(&["-n", &self.netns, "addr", "add", POD_ROUTE_NODE_SIDE, "dev", "to-host"])?;
+        ip(&["-n", &self.netns, "link", "set", "to-host", "up"])?;
+        let via = POD_ROUTE_NODE_SIDE.split('/').next().expect("an address");
+        ip(&["route", "add", POD_SUBNET, "via", via])?;
+        Ok(route)
     }
 
     /// `ctr` against this node's containerd, in its `k8s.io` namespace.
@@ -775,6 +828,55 @@ pub async fn pod_events(client: &kube::Client, namespace: &str, name: &str) -> V
     list.into_iter()
         .map(|e| format!("{}: {}", e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
         .collect()
+}
+
+/// Waits until one of the pod's events ([`pod_events`]) satisfies `found`
+/// (polled every 250 ms); all its events then. The error lists the events.
+pub async fn wait_pod_event(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    within: Duration,
+    found: impl Fn(&str) -> bool,
+) -> Result<Vec<String>> {
+    let deadline = Instant::now() + within;
+    loop {
+        let events = pod_events(client, namespace, name).await;
+        if events.iter().any(|e| found(e)) {
+            return Ok(events);
+        }
+        if Instant::now() >= deadline {
+            bail!("pod {namespace}/{name}: no such event within {within:?}: {events:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A pod for `node` (no scheduler needed): one container `main` running
+/// `image` with `pull_policy`, grace period 0, and no service-account token
+/// mounted (no kube-controller-manager here: no kube-root-ca.crt ConfigMap to
+/// project). A test adds what it needs (`metadata.namespace`,
+/// `spec.serviceAccountName`, `spec.imagePullSecrets`) before making it a
+/// `Pod` with `serde_json::from_value`.
+pub fn pod_manifest(name: &str, node: &str, image: &str, pull_policy: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": image, "imagePullPolicy": pull_policy}],
+        },
+    })
+}
+
+/// Why the pod's first container waits (`ErrImagePull`,
+/// `ImagePullBackOff`, ...), if it waits.
+pub fn waiting_reason(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
+    status.state.as_ref()?.waiting.as_ref()?.reason.clone()
 }
 
 /// The pause image as an oci-archive, built once per machine (buildah, its

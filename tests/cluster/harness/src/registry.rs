@@ -21,7 +21,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,6 +44,7 @@ use serde_json::{Value, json};
 
 use crate::pki::{Pem, admin_client};
 use crate::process::{Proc, free_port, wait_tcp};
+use crate::random_hex;
 
 /// The registry's name in its token configuration (`auth.token.service`),
 /// the audience of the tokens the realm issues.
@@ -63,15 +64,6 @@ const TOKEN_REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn keep_dir() -> bool {
     std::env::var_os("CLUSTER_KEEP_DIR").is_some()
-}
-
-/// Random bytes as hex, from the kernel.
-fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .expect("/dev/urandom");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A CA of the registry's own: it signs the registry's and the realm's

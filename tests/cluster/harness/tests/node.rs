@@ -10,25 +10,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cluster_harness::{
-    KubeletOptions, Node, NodeOptions, PAUSE_IMAGE, TestCluster, kubernetes_version, pod_events, wait_pod_running,
+    KubeletOptions, Node, NodeOptions, PAUSE_IMAGE, TestCluster, kubernetes_version, pod_events, pod_manifest,
+    wait_pod_running, waiting_reason,
 };
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
 
 fn pod(name: &str, node: &str, image: &str) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            // No kube-controller-manager: no kube-root-ca.crt ConfigMap to project.
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "main", "image": image, "imagePullPolicy": "Never"}],
-        },
-    }))
-    .expect("pod")
+    serde_json::from_value(pod_manifest(name, node, image, "Never")).expect("pod")
 }
 
 fn container_id(pod: &Pod) -> Option<String> {
@@ -39,11 +28,6 @@ fn container_id(pod: &Pod) -> Option<String> {
         .first()?
         .container_id
         .clone()
-}
-
-fn waiting_reason(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
-    status.state.as_ref()?.waiting.as_ref()?.reason.clone()
 }
 
 fn in_pod_subnet(ip: &str) -> bool {

@@ -38,8 +38,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use cluster_harness::registry::push;
 use cluster_harness::{
-    KubeletOptions, Node, NodeOptions, Registry, TestCluster, pause_image_archive, pod_events, run_ok,
-    wait_pod_running, workspace_root,
+    KubeletOptions, Node, NodeOptions, Registry, TestCluster, pause_image_archive, pod_events, pod_manifest,
+    random_hex, run_ok, wait_pod_event, wait_pod_running, waiting_reason, workspace_root,
 };
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -100,15 +100,6 @@ impl Setup {
             ..KubeletOptions::default()
         }
     }
-}
-
-fn random_hex(bytes: usize) -> String {
-    use std::io::Read;
-    let mut buf = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .expect("/dev/urandom");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn dist_dir() -> PathBuf {
@@ -320,22 +311,11 @@ async fn set_up() -> Setup {
 }
 
 fn pod(name: &str, node: &str, image: &str, pull_secret: Option<&str>) -> Pod {
-    let mut spec = json!({
-        "nodeName": node,
-        "automountServiceAccountToken": false,
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": image, "imagePullPolicy": "Always"}],
-    });
+    let mut pod = pod_manifest(name, node, image, "Always");
     if let Some(secret) = pull_secret {
-        spec["imagePullSecrets"] = json!([{"name": secret}]);
+        pod["spec"]["imagePullSecrets"] = json!([{"name": secret}]);
     }
-    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}))
-        .expect("pod")
-}
-
-fn waiting_reason(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
-    status.state.as_ref()?.waiting.as_ref()?.reason.clone()
+    serde_json::from_value(pod).expect("pod")
 }
 
 /// kubelet's count of plugin execs (absent before the first: 0).
@@ -640,15 +620,16 @@ async fn the_provider_installed_as_the_readme_says_pulls_once_for_many_pods() {
     assert_eq!(by_config, 1, "answers for {} pods (config.json's opens)", MORE_PODS + 1);
     assert_eq!(by_log, 1, "execs for {} pods (kubelet's log)", MORE_PODS + 1);
     // imagePullPolicy Always: every pod pulled, with the cached credentials.
+    // kubelet posts its events asynchronously: a Running pod's `Pulled` event
+    // may come a moment later (seen once missing), so it is waited for.
+    let pulled = format!("Pulled: Successfully pulled image \"{image}\"");
     for i in 0..=MORE_PODS {
         let name = format!("app-{i}");
-        let events = pod_events(&client, "default", &name).await;
-        assert!(
-            events
-                .iter()
-                .any(|e| e.starts_with(&format!("Pulled: Successfully pulled image \"{image}\""))),
-            "{name} was not pulled: {events:#?}"
-        );
+        wait_pod_event(&client, "default", &name, Duration::from_secs(30), |e| {
+            e.starts_with(&pulled)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{name} was not pulled: {e:#}"));
     }
 
     // No secret of the Docker config in kubelet's log or the plugin's stderr

@@ -8,8 +8,8 @@
 //! `matchImages` (the registry) and the token endpoint's variable, and the
 //! shipped `manifests/credential-provider-rbac/token-exchange.yaml` applied.
 //!
-//! The plugin's dependency is a token endpoint (RFC 8693) served here,
-//! [`Exchange`]: a fake written from RFC 8693 §2 and RFC 6749 §5 that accepts
+//! The plugin's dependency is a token endpoint (RFC 8693), the harness's
+//! `TokenExchange`: a fake written from RFC 8693 §2 and RFC 6749 §5 that accepts
 //! a subject token only when kube-apiserver's TokenReview authenticates it for
 //! the config's audience as a service account, and then hands out the one
 //! password the registry's token realm takes. It listens on the node's own
@@ -33,27 +33,20 @@
 //! Each pod has its own service account: with `cacheType: ServiceAccount`
 //! kubelet caches our answer per service account, so each pull runs the plugin.
 
-use std::convert::Infallible;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cluster_harness::registry::{Check, push};
+use cluster_harness::token_exchange::{Bind, Issue, TokenExchange, TokenExchangeConfig};
 use cluster_harness::{
-    KubeletOptions, Node, NodeOptions, Registry, TestCluster, TokenRealm, pause_image_archive, pod_events,
-    provider_binary, wait_pod_running, workspace_root,
+    KubeletOptions, Node, NodeOptions, Registry, TestCluster, TokenRealm, pause_image_archive, provider_binary,
+    random_hex, wait_pod_event, wait_pod_running, workspace_root,
 };
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response, StatusCode};
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, PostParams};
-use nix::sched::{CloneFlags, setns};
 use serde_json::{Value, json};
-use tokio::task::JoinSet;
 
 /// The token endpoint's port, on the node's 127.0.0.1 only.
 const EXCHANGE_PORT: u16 = 9443;
@@ -63,8 +56,6 @@ const AUDIENCE: &str = "sts.example.com";
 const TARGET: &str = "registry.example.com";
 /// The shipped config's `--username`: the user the realm is told of.
 const USERNAME: &str = "oauth2accesstoken";
-const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
-const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 const REPOSITORY: &str = "team/app:1";
 const NS: &str = "default";
 const PLUGIN: &str = "cloud-credential-provider";
@@ -79,221 +70,9 @@ const PULL_FAILS: Duration = Duration::from_secs(60);
 /// klog writes kubelet's log out every 5 s: a line may come that much later.
 const KLOG_FLUSH: Duration = Duration::from_secs(30);
 
-/// One request the endpoint answered: the subject it accepted, or why not.
-#[derive(Clone, Debug)]
-struct Hit {
-    subject: Result<String, String>,
-}
-
-struct ExchangeState {
-    client: kube::Client,
-    access_token: String,
-    hits: Mutex<Vec<Hit>>,
-}
-
-/// The RFC 8693 token endpoint of the module documentation, at
-/// `http://127.0.0.1:9443/token` in the node's netns.
-struct Exchange {
-    netns: PathBuf,
-    state: Arc<ExchangeState>,
-    server: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
-}
-
-impl Exchange {
-    fn start(netns: PathBuf, client: kube::Client, access_token: String) -> Exchange {
-        let mut exchange = Exchange {
-            netns,
-            state: Arc::new(ExchangeState {
-                client,
-                access_token,
-                hits: Mutex::new(Vec::new()),
-            }),
-            server: None,
-        };
-        exchange.start_again();
-        exchange
-    }
-
-    fn url() -> String {
-        format!("http://127.0.0.1:{EXCHANGE_PORT}/token")
-    }
-
-    /// Binds the port in the netns again and serves.
-    fn start_again(&mut self) {
-        assert!(self.server.is_none(), "the token endpoint runs already");
-        let listener = bind_in_netns(&self.netns, EXCHANGE_PORT);
-        listener.set_nonblocking(true).expect("a non-blocking listener");
-        let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
-        let (stop, stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(serve(listener, self.state.clone(), stopped));
-        self.server = Some((stop, task));
-    }
-
-    /// Closes the listener and every connection: new ones are refused.
-    async fn stop(&mut self) {
-        if let Some((stop, task)) = self.server.take() {
-            let _ = stop.send(());
-            let _ = task.await;
-        }
-    }
-
-    fn hits(&self) -> Vec<Hit> {
-        self.state.hits.lock().expect("the hits").clone()
-    }
-
-    fn accepted(&self, subject: &str) -> usize {
-        self.hits()
-            .iter()
-            .filter(|h| h.subject.as_deref() == Ok(subject))
-            .count()
-    }
-}
-
-/// A listener on 127.0.0.1:`port` of the netns at `netns` (a socket stays
-/// in the netns it was made in; a short-lived thread enters it to bind).
-fn bind_in_netns(netns: &Path, port: u16) -> std::net::TcpListener {
-    let ns = std::fs::File::open(netns).expect("the node's netns");
-    std::thread::spawn(move || {
-        setns(&ns, CloneFlags::CLONE_NEWNET).expect("setns into the node's netns");
-        std::net::TcpListener::bind(("127.0.0.1", port)).expect("binding the token endpoint's port in the netns")
-    })
-    .join()
-    .expect("the bind thread")
-}
-
-async fn serve(
-    listener: tokio::net::TcpListener,
-    state: Arc<ExchangeState>,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    // Dropped on return: every open connection is aborted with the listener.
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let state = state.clone();
-                connections.spawn(async move {
-                    let service = hyper::service::service_fn(move |request| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(answer(request, &state).await) }
-                    });
-                    let connection = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-                    let _ = tokio::time::timeout(Duration::from_secs(30), connection).await;
-                });
-            }
-        }
-    }
-}
-
-fn oauth_json(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    // RFC 6749 §5.1: token responses are not cached.
-    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
-    response
-}
-
-/// RFC 8693 §2.2.2: a request that is not valid, or a subject token that is
-/// not acceptable, is RFC 6749's `invalid_request`.
-fn invalid_request(state: &ExchangeState, why: String) -> Response<Full<Bytes>> {
-    let body = json!({"error": "invalid_request", "error_description": why});
-    state.hits.lock().expect("the hits").push(Hit { subject: Err(why) });
-    oauth_json(StatusCode::BAD_REQUEST, &body)
-}
-
-async fn answer(request: Request<Incoming>, state: &ExchangeState) -> Response<Full<Bytes>> {
-    if request.uri().path() != "/token" || request.method() != http::Method::POST {
-        return invalid_request(state, "only POST /token".to_owned());
-    }
-    let form = request
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
-    if !form {
-        return invalid_request(state, "the body must be application/x-www-form-urlencoded".to_owned());
-    }
-    let Ok(body) = Limited::new(request.into_body(), 64 * 1024).collect().await else {
-        return invalid_request(state, "the body is unreadable or over 64 KiB".to_owned());
-    };
-    let fields: Vec<(String, String)> = url::form_urlencoded::parse(&body.to_bytes()).into_owned().collect();
-    let one = |name: &str| -> Result<String, String> {
-        let values: Vec<&String> = fields.iter().filter(|(k, _)| k == name).map(|(_, v)| v).collect();
-        match values.as_slice() {
-            [value] if !value.is_empty() => Ok((*value).clone()),
-            [] => Err(format!("{name} is missing")),
-            _ => Err(format!("{name} must be given once, not empty")),
-        }
-    };
-    let checked = (|| {
-        if one("grant_type")? != GRANT_TYPE {
-            return Err(format!("grant_type must be {GRANT_TYPE}"));
-        }
-        if one("subject_token_type")? != JWT_TOKEN_TYPE {
-            return Err(format!("subject_token_type must be {JWT_TOKEN_TYPE}"));
-        }
-        if one("audience")? != TARGET {
-            return Err(format!("no token is issued for audience other than {TARGET}"));
-        }
-        one("subject_token")
-    })();
-    let subject_token = match checked {
-        Ok(token) => token,
-        Err(why) => return invalid_request(state, why),
-    };
-    let review = TokenReview {
-        spec: TokenReviewSpec {
-            token: Some(subject_token),
-            audiences: Some(vec![AUDIENCE.to_owned()]),
-        },
-        ..TokenReview::default()
-    };
-    let reviews: Api<TokenReview> = Api::all(state.client.clone());
-    let reviewed =
-        match tokio::time::timeout(Duration::from_secs(10), reviews.create(&PostParams::default(), &review)).await {
-            Ok(Ok(reviewed)) => reviewed.status.unwrap_or_default(),
-            Ok(Err(e)) => return invalid_request(state, format!("the TokenReview failed: {e}")),
-            Err(_) => return invalid_request(state, "the TokenReview took over 10s".to_owned()),
-        };
-    let username = reviewed.user.and_then(|u| u.username).unwrap_or_default();
-    let for_audience = reviewed.audiences.unwrap_or_default().iter().any(|a| a == AUDIENCE);
-    if reviewed.authenticated != Some(true) || !for_audience || !username.starts_with("system:serviceaccount:") {
-        return invalid_request(
-            state,
-            format!(
-                "subject_token not accepted for {AUDIENCE}: {}",
-                reviewed.error.unwrap_or_else(|| username.clone())
-            ),
-        );
-    }
-    state.hits.lock().expect("the hits").push(Hit { subject: Ok(username) });
-    oauth_json(
-        StatusCode::OK,
-        &json!({
-            "access_token": state.access_token,
-            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
-            "token_type": "Bearer",
-            "expires_in": 600,
-        }),
-    )
-}
-
-/// Random bytes as hex, from the kernel.
-fn random_hex(bytes: usize) -> String {
-    use std::io::Read;
-    let mut buf = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .expect("/dev/urandom");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+/// The token endpoint's URL in the node's netns (the config's variable).
+fn endpoint_url() -> String {
+    format!("http://127.0.0.1:{EXCHANGE_PORT}/token")
 }
 
 /// The shipped RBAC for the token-exchange config, as `kubectl apply -f` creates it.
@@ -337,7 +116,7 @@ fn config(dir: &Path, registry: &str) -> PathBuf {
         .iter_mut()
         .find(|e| e["name"] == "CLOUD_CREDENTIAL_PROVIDER_TOKEN_ENDPOINT")
         .expect("the endpoint's variable");
-    endpoint["value"] = json!(Exchange::url());
+    endpoint["value"] = json!(endpoint_url());
     let path = dir.join("credential-providers.yaml");
     std::fs::write(&path, serde_yaml_ng::to_string(&doc).expect("YAML")).expect("the config");
     path
@@ -386,18 +165,11 @@ async fn create_pod(client: &kube::Client, node: &Node, name: &str, account: &st
 
 /// Waits for a `Failed` pull event of `pod` containing `text`; the event.
 async fn failed_pull(client: &kube::Client, pod: &str, text: &str, within: Duration) -> String {
-    let deadline = Instant::now() + within;
-    loop {
-        let events = pod_events(client, NS, pod).await;
-        if let Some(event) = events.iter().find(|e| e.starts_with("Failed: ") && e.contains(text)) {
-            return event.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{pod}: no failed pull with {text:?} within {within:?}; events: {events:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let failed = |e: &str| e.starts_with("Failed: ") && e.contains(text);
+    let events = wait_pod_event(client, NS, pod, within, failed)
+        .await
+        .unwrap_or_else(|e| panic!("{pod}: no failed pull with {text:?}: {e:#}"));
+    events.into_iter().find(|e| failed(e)).expect("the event found")
 }
 
 /// kubelet's log as klog records: a header line (`E1202 03:45:14.573057 …`)
@@ -507,7 +279,20 @@ async fn faults_on_the_node_fail_clearly_and_recover() {
     )
     .expect("the node");
     let netns = PathBuf::from(format!("/run/netns/{}", node.netns()));
-    let mut exchange = Exchange::start(netns, client.clone(), access_token.clone());
+    let mut exchange = TokenExchange::start(
+        client.clone(),
+        TokenExchangeConfig {
+            path: "/token".to_owned(),
+            subject_audience: AUDIENCE.to_owned(),
+            audience: TARGET.to_owned(),
+            issue: Issue::Fixed(access_token.clone()),
+        },
+        Bind::Netns {
+            netns,
+            port: EXCHANGE_PORT,
+        },
+    )
+    .expect("the token endpoint");
 
     let work = tempfile::tempdir().expect("a work dir");
     let bin_dir = work.path().join("bin");
@@ -531,7 +316,7 @@ async fn faults_on_the_node_fail_clearly_and_recover() {
         .await
         .expect("app runs");
     let t_working = t0.elapsed();
-    assert_eq!(exchange.accepted(&subject("puller")), 1, "{:?}", exchange.hits());
+    assert_eq!(exchange.accepted(&subject("puller")), 1, "{}", exchange.log());
     assert!(
         realm.grants().iter().any(|g| g.subject == USERNAME),
         "{:?}",
@@ -561,7 +346,7 @@ async fn faults_on_the_node_fail_clearly_and_recover() {
     let ours = format!(
         "{PLUGIN}: cannot reach token endpoint {}: error sending request: client error (Connect): \
          tcp connect error: Connection refused (os error 111)",
-        Exchange::url()
+        endpoint_url()
     );
     let expected = format!(
         "\"Failed to provide credentials for image\" err=<\n\t{}: exit status 1: {ours}\n > provider=\"{PLUGIN}\" \
@@ -570,12 +355,12 @@ async fn faults_on_the_node_fail_clearly_and_recover() {
     );
     assert!(record.contains(&expected), "our one line is not in kubelet's: {record}");
     let t0 = Instant::now();
-    exchange.start_again();
+    exchange.start_again().expect("the token endpoint again");
     wait_pod_running(&client, NS, "app-endpoint-down", RECOVERY)
         .await
         .expect("the pod runs once the endpoint is back");
     let t_down_recovers = t0.elapsed();
-    assert_eq!(exchange.accepted(&subject("endpoint-down")), 1, "{:?}", exchange.hits());
+    assert_eq!(exchange.accepted(&subject("endpoint-down")), 1, "{}", exchange.log());
 
     // 2. The binary removed, then not executable, while kubelet runs.
     std::fs::remove_file(&binary).expect("remove the plugin");
@@ -634,7 +419,7 @@ async fn faults_on_the_node_fail_clearly_and_recover() {
     }
     let t_binary_recovers = t0.elapsed();
     for account in ["missing", "not-executable"] {
-        assert_eq!(exchange.accepted(&subject(account)), 1, "{:?}", exchange.hits());
+        assert_eq!(exchange.accepted(&subject(account)), 1, "{}", exchange.log());
     }
 
     // 3. kubelet restarted: the pods keep their containers, a new pull works.
@@ -656,7 +441,7 @@ async fn faults_on_the_node_fail_clearly_and_recover() {
     let t_restart = t0.elapsed();
     // The restarted kubelet has taken the old pods on.
     kubelet_record(&node, from, &["SyncLoop ADD", "default/app-endpoint-down"], KLOG_FLUSH).await;
-    assert_eq!(exchange.accepted(&subject("after-restart")), 1, "{:?}", exchange.hits());
+    assert_eq!(exchange.accepted(&subject("after-restart")), 1, "{}", exchange.log());
     for (name, id) in running.iter().zip(&before) {
         let pod = pods.get(name).await.expect("get the pod");
         assert_eq!(
@@ -716,7 +501,7 @@ async fn faults_on_the_node_fail_clearly_and_recover() {
         .await
         .expect("a new pod pulls once kubelet runs again");
     let t_back = t0.elapsed();
-    assert_eq!(exchange.accepted(&subject("after-start")), 1, "{:?}", exchange.hits());
+    assert_eq!(exchange.accepted(&subject("after-start")), 1, "{}", exchange.log());
     for (name, id) in running.iter().zip(&before) {
         let pod = pods.get(name).await.expect("get the pod");
         assert_eq!(

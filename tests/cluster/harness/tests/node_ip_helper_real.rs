@@ -60,6 +60,11 @@ fn node_ip_helper(args: &[&str]) -> (i32, String, String) {
         .env_remove("KUBECONFIG")
         .output()
         .expect("run node-ip-helper");
+    exit_and_output(&out)
+}
+
+/// A finished command's exit status (-1 if killed), stdout and stderr.
+fn exit_and_output(out: &std::process::Output) -> (i32, String, String) {
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -531,11 +536,7 @@ fn on_the_node(node: &RealNode, args: &[&str]) -> (i32, String, String) {
         .env_remove("KUBECONFIG")
         .output()
         .expect("run node-ip-helper on the node");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    exit_and_output(&out)
 }
 
 /// A real node: kubelet v1.37.2 and containerd in a netns with two

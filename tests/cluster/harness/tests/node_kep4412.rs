@@ -13,9 +13,10 @@
 //!   it for that audience and the service account team/app.
 //! - `token-exchange.yaml` (cacheType ServiceAccount), named
 //!   `cloud-credential-provider-token-exchange` (the docs: a second entry
-//!   needs the binary under a second name), its endpoint the RFC 8693 token
-//!   endpoint written here ([`Sts`]: TokenReview of the subject token for
-//!   [`STS_AUDIENCE`], then a TokenRequest of that same service account for
+//!   needs the binary under a second name), its endpoint the harness's RFC
+//!   8693 token endpoint (`TokenExchange` on the host's 127.0.0.1, relayed
+//!   into the node: TokenReview of the subject token for [`STS_AUDIENCE`],
+//!   then a TokenRequest of that same service account for
 //!   [`EXCHANGED_AUDIENCE`] as the access token), and the second registry's
 //!   realm accepting only tokens the TokenReview validates for
 //!   [`EXCHANGED_AUDIENCE`] and team/reader-a or team/reader-b. Its optional
@@ -36,23 +37,17 @@
 //! kubelet's, containerd's, the plugin's (at debug), the registries', the
 //! realms' or the token endpoint's logs.
 
-use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use cluster_harness::registry::{Check, pull, push};
+use cluster_harness::token_exchange::{Bind, GRANT_TYPE, Issue, JWT_TYPE, TokenExchange, TokenExchangeConfig};
 use cluster_harness::{
-    KubeletOptions, Node, NodeOptions, Registry, TestCluster, TokenRealm, pause_image_archive, pod_events,
-    provider_binary, run_ok, wait_pod_running, workspace_root,
+    KubeletOptions, Node, NodeOptions, Registry, TestCluster, TokenRealm, pause_image_archive, pod_manifest,
+    provider_binary, run_ok, wait_pod_event, wait_pod_running, waiting_reason, workspace_root,
 };
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response, StatusCode};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, PostParams};
@@ -87,41 +82,17 @@ fn subject(account: &str) -> String {
 }
 
 fn pod(name: &str, node: &str, account: &str, image: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "nodeName": node,
-            "serviceAccountName": account,
-            // No kube-controller-manager: no kube-root-ca.crt ConfigMap to project.
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "main", "image": image, "imagePullPolicy": "Always"}],
-        },
-    }))
-    .expect("a pod")
+    let mut pod = pod_manifest(name, node, image, "Always");
+    pod["metadata"]["namespace"] = json!(NS);
+    pod["spec"]["serviceAccountName"] = json!(account);
+    serde_json::from_value(pod).expect("a pod")
 }
 
 /// Waits until one of the pod's events satisfies `found`; all its events.
 async fn wait_event(client: &kube::Client, name: &str, found: impl Fn(&str) -> bool) -> Vec<String> {
-    let deadline = Instant::now() + PULL_TIMEOUT;
-    loop {
-        let events = pod_events(client, NS, name).await;
-        if events.iter().any(|e| found(e)) {
-            return events;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "pod {name}: no such event within {PULL_TIMEOUT:?}: {events:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-fn waiting_reason(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
-    status.state.as_ref()?.waiting.as_ref()?.reason.clone()
+    wait_pod_event(client, NS, name, PULL_TIMEOUT, found)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Waits until the pod's container waits with ErrImagePull or ImagePullBackOff.
@@ -218,197 +189,6 @@ impl Plugin {
 fn claims(token: &str) -> Value {
     let part = token.split('.').nth(1).expect("a JWT");
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).expect("base64url")).expect("JSON claims")
-}
-
-/// One exchange at the token endpoint.
-#[derive(Clone)]
-struct Exchange {
-    subject: String,
-    subject_token: String,
-    access_token: String,
-}
-
-#[derive(Default)]
-struct StsState {
-    exchanges: Mutex<Vec<Exchange>>,
-    log: Mutex<Vec<String>>,
-}
-
-/// An RFC 8693 token endpoint on http://127.0.0.1:PORT/oauth2/token (the
-/// plugin allows http on loopback): `grant_type` token-exchange, a JWT
-/// `subject_token` that kube-apiserver's TokenReview authenticates for
-/// [`STS_AUDIENCE`] as a service account, `audience` [`EXCHANGED_AUDIENCE`];
-/// the access token is a TokenRequest of that service account for
-/// [`EXCHANGED_AUDIENCE`] (10 minutes). Anything else is an OAuth error
-/// (400). Bounded: 64 KiB of body, 30 s per connection, 10 s per API call.
-struct Sts {
-    port: u16,
-    state: Arc<StsState>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-const STS_MAX_BODY: usize = 64 * 1024;
-const STS_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
-const STS_API_TIMEOUT: Duration = Duration::from_secs(10);
-const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
-const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
-
-impl Sts {
-    async fn start(client: kube::Client) -> Sts {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the token endpoint");
-        let port = listener.local_addr().expect("its address").port();
-        let state = Arc::new(StsState::default());
-        let shared = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let (state, client) = (shared.clone(), client.clone());
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| {
-                        let (state, client) = (state.clone(), client.clone());
-                        async move { Ok::<_, Infallible>(sts_answer(request, &state, &client).await) }
-                    });
-                    let served = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-                    let _ = tokio::time::timeout(STS_CONNECTION_TIMEOUT, served).await;
-                });
-            }
-        });
-        Sts { port, state, task }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/oauth2/token", self.port)
-    }
-
-    fn exchanges(&self) -> Vec<Exchange> {
-        self.state.exchanges.lock().expect("exchanges").clone()
-    }
-
-    fn log(&self) -> String {
-        self.state.log.lock().expect("log").join("\n")
-    }
-}
-
-impl Drop for Sts {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-fn oauth_error(code: &str, description: &str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(
-        json!({"error": code, "error_description": description}).to_string(),
-    )));
-    *response.status_mut() = StatusCode::BAD_REQUEST;
-    response
-}
-
-async fn sts_answer(request: Request<Incoming>, state: &StsState, client: &kube::Client) -> Response<Full<Bytes>> {
-    let answer = sts_exchange(request, client).await;
-    let mut log = state.log.lock().expect("log");
-    match answer {
-        Ok(exchange) => {
-            log.push(format!("exchanged a token of {}", exchange.subject));
-            let body = json!({
-                "access_token": exchange.access_token,
-                "issued_token_type": JWT_TYPE,
-                "token_type": "N_A",
-                "expires_in": 600,
-            });
-            state.exchanges.lock().expect("exchanges").push(exchange);
-            Response::new(Full::new(Bytes::from(body.to_string())))
-        }
-        Err((code, description)) => {
-            log.push(format!("refused: {code}: {description}"));
-            oauth_error(code, &description)
-        }
-    }
-}
-
-async fn sts_exchange(request: Request<Incoming>, client: &kube::Client) -> Result<Exchange, (&'static str, String)> {
-    if request.method() != hyper::Method::POST || request.uri().path() != "/oauth2/token" {
-        return Err(("invalid_request", "POST /oauth2/token only".into()));
-    }
-    let body = Limited::new(request.into_body(), STS_MAX_BODY)
-        .collect()
-        .await
-        .map_err(|_| {
-            (
-                "invalid_request",
-                format!("the body is unreadable or over {STS_MAX_BODY} bytes"),
-            )
-        })?
-        .to_bytes();
-    let form: BTreeMap<String, String> = url::form_urlencoded::parse(&body).into_owned().collect();
-    let field = |name: &str| form.get(name).map(String::as_str);
-    if field("grant_type") != Some(GRANT_TYPE) {
-        return Err(("unsupported_grant_type", "grant_type must be token-exchange".into()));
-    }
-    if field("subject_token_type") != Some(JWT_TYPE) {
-        return Err(("invalid_request", "subject_token_type must be jwt".into()));
-    }
-    if field("audience") != Some(EXCHANGED_AUDIENCE) {
-        return Err(("invalid_target", format!("audience must be {EXCHANGED_AUDIENCE}")));
-    }
-    let subject_token = field("subject_token").ok_or(("invalid_request", "no subject_token".to_string()))?;
-    let review = TokenReview {
-        spec: TokenReviewSpec {
-            token: Some(subject_token.to_owned()),
-            audiences: Some(vec![STS_AUDIENCE.to_owned()]),
-        },
-        ..TokenReview::default()
-    };
-    let reviewed = tokio::time::timeout(
-        STS_API_TIMEOUT,
-        Api::<TokenReview>::all(client.clone()).create(&PostParams::default(), &review),
-    )
-    .await
-    .map_err(|_| ("server_error", "the TokenReview timed out".to_string()))?
-    .map_err(|e| ("server_error", format!("the TokenReview failed: {e}")))?
-    .status
-    .unwrap_or_default();
-    let username = reviewed.user.and_then(|u| u.username).unwrap_or_default();
-    let audiences = reviewed.audiences.unwrap_or_default();
-    if reviewed.authenticated != Some(true) || !audiences.iter().any(|a| a == STS_AUDIENCE) {
-        return Err((
-            "invalid_grant",
-            format!("the subject token is not valid for {STS_AUDIENCE}"),
-        ));
-    }
-    let (namespace, account) = username
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'))
-        .ok_or(("invalid_grant", format!("{username} is not a service account")))?;
-    let token_request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![EXCHANGED_AUDIENCE.to_owned()],
-            expiration_seconds: Some(600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let issued = tokio::time::timeout(
-        STS_API_TIMEOUT,
-        Api::<ServiceAccount>::namespaced(client.clone(), namespace).create_token_request(
-            account,
-            &PostParams::default(),
-            &token_request,
-        ),
-    )
-    .await
-    .map_err(|_| ("server_error", "the TokenRequest timed out".to_string()))?
-    .map_err(|e| ("server_error", format!("the TokenRequest failed: {e}")))?;
-    let access_token = issued.status.map(|s| s.token).unwrap_or_default();
-    Ok(Exchange {
-        subject: username.clone(),
-        subject_token: subject_token.to_owned(),
-        access_token,
-    })
 }
 
 /// A shipped kubelet config's one provider entry.
@@ -578,7 +358,19 @@ async fn pods_pull_as_their_service_accounts_with_no_node_wide_secret() {
         &exchange_realm.push_credentials(),
     )
     .expect("push");
-    let sts = Sts::start(client.clone()).await;
+    let sts = TokenExchange::start(
+        client.clone(),
+        TokenExchangeConfig {
+            path: "/oauth2/token".to_owned(),
+            subject_audience: STS_AUDIENCE.to_owned(),
+            audience: EXCHANGED_AUDIENCE.to_owned(),
+            issue: Issue::ServiceAccountToken {
+                audience: EXCHANGED_AUDIENCE.to_owned(),
+            },
+        },
+        Bind::Host,
+    )
+    .expect("the token endpoint");
     let passthrough_image = format!("{}/{REPOSITORY}", passthrough_registry.host());
     let exchange_image = format!("{}/{REPOSITORY}", exchange_registry.host());
 
@@ -626,7 +418,7 @@ async fn pods_pull_as_their_service_accounts_with_no_node_wide_secret() {
                 passthrough_realm.port(),
                 exchange_registry.port(),
                 exchange_realm.port(),
-                sts.port,
+                sts.port(),
             ],
             registry_cas: vec![
                 (

@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use cluster_harness::{
     KubeletOptions, Node, NodeOptions, Registry, TestCluster, cluster_bin, pod_events, provider_binary, run_ok,
-    workspace_binary, workspace_root,
+    waiting_reason, workspace_binary, workspace_root,
 };
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod, Secret};
@@ -67,10 +67,6 @@ const SELECTOR: &str = "app.kubernetes.io/name=pv-topology-webhook,app.kubernete
 const DRIVER: &str = "csi.node-webhook.test";
 /// The chart's pod and container user and group.
 const CHART_UID: u32 = 65532;
-/// Host side of the veth into the node's netns, and its peer there.
-const HOST_SIDE: &str = "10.243.0.1/30";
-const NODE_SIDE: &str = "10.243.0.2/30";
-const NODE_SIDE_IP: &str = "10.243.0.2";
 
 /// helm with its own homes and the tier's admin kubeconfig.
 struct Helm {
@@ -94,48 +90,6 @@ impl Helm {
     }
 }
 
-/// A veth from the host into the node's netns and a host route to the pod
-/// subnet through it, so that kube-apiserver (on the host) can dial pod IPs.
-/// Deleting the netns deletes the veth and so the route; dropping this
-/// deletes them first.
-struct PodRoute {
-    host_side: String,
-}
-
-impl PodRoute {
-    fn add(node: &Node) -> PodRoute {
-        let host_side = format!("whv{}", std::process::id());
-        let route = PodRoute { host_side };
-        let ip = |args: &[&str]| {
-            run_ok(Command::new("ip").args(args)).unwrap_or_else(|e| panic!("{e:#}"));
-        };
-        ip(&[
-            "link",
-            "add",
-            &route.host_side,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "to-host",
-            "netns",
-            node.netns(),
-        ]);
-        ip(&["addr", "add", HOST_SIDE, "dev", &route.host_side]);
-        ip(&["link", "set", &route.host_side, "up"]);
-        ip(&["-n", node.netns(), "addr", "add", NODE_SIDE, "dev", "to-host"]);
-        ip(&["-n", node.netns(), "link", "set", "to-host", "up"]);
-        ip(&["route", "add", cluster_harness::POD_SUBNET, "via", NODE_SIDE_IP]);
-        route
-    }
-}
-
-impl Drop for PodRoute {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.host_side]).output();
-    }
-}
-
 fn objects(text: &str) -> Vec<Value> {
     serde_yaml_ng::Deserializer::from_str(text)
         .map(|doc| Value::deserialize(doc).expect("helm's YAML"))
@@ -150,11 +104,6 @@ fn ready(pod: &Pod) -> bool {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn waiting_reason(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
-    status.state.as_ref()?.waiting.as_ref()?.reason.clone()
 }
 
 async fn webhook_pods(pods: &Api<Pod>) -> Vec<Pod> {
@@ -347,7 +296,9 @@ async fn the_chart_installed_on_a_real_node_mutates_pvs_through_its_service() {
         },
     )
     .expect("node");
-    let route = PodRoute::add(&node);
+    let route = node
+        .route_pod_subnet_from_host()
+        .expect("a route from the host to the pod subnet");
 
     // The control: kubelet without our provider.
     node.start_kubelet(KubeletOptions::default()).expect("kubelet starts");
