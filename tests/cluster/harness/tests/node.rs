@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cluster_harness::{
     KubeletOptions, Node, NodeOptions, PAUSE_IMAGE, TestCluster, kubernetes_version, pod_events, pod_manifest,
-    wait_pod_running, waiting_reason,
+    wait_pod_event, wait_pod_running, waiting_reason,
 };
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
@@ -115,13 +115,12 @@ async fn a_real_node_registers_runs_pods_and_judges_images() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let events = pod_events(&client, "default", "absent").await;
-    assert!(
-        events.iter().any(|e| e.starts_with("ErrImageNeverPull:")
-            && e.contains("localhost/harness/absent:1")
-            && e.contains("Never")),
-        "{events:#?}"
-    );
+    // kubelet posts events apart from the pod's status: wait for it.
+    wait_pod_event(&client, "default", "absent", Duration::from_secs(30), |e| {
+        e.starts_with("ErrImageNeverPull:") && e.contains("localhost/harness/absent:1") && e.contains("Never")
+    })
+    .await
+    .expect("absent's ErrImageNeverPull event");
 
     // kubelet restarts; the pod keeps running in the same container.
     let t2 = Instant::now();

@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use cluster_harness::{
     KubeletOptions, Node, NodeOptions, Registry, TestCluster, cluster_bin, pod_events, provider_binary, run_ok,
-    waiting_reason, workspace_binary, workspace_root,
+    wait_pod_event, waiting_reason, workspace_binary, workspace_root,
 };
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod, Secret};
@@ -401,14 +401,13 @@ async fn the_chart_installed_on_a_real_node_mutates_pvs_through_its_service() {
     }
     let backoff_after = t0.elapsed();
     let first = webhook_pods(&pods).await[0].metadata.name.clone().expect("name");
-    let events = pod_events(&client, NAMESPACE, &first).await;
+    // kubelet posts events apart from the pod's status: wait for it.
+    let events = wait_pod_event(&client, NAMESPACE, &first, Duration::from_secs(30), |e| {
+        e.starts_with("Failed:") && e.contains("401 Unauthorized")
+    })
+    .await
+    .expect("the webhook pod's refused pull event");
     eprintln!("without the provider, {first}: {events:#?}");
-    assert!(
-        events
-            .iter()
-            .any(|e| e.starts_with("Failed:") && e.contains("401 Unauthorized")),
-        "{events:#?}"
-    );
 
     // With our provider: pulled and Ready under the chart's probes.
     node.stop_kubelet();
