@@ -26,8 +26,9 @@
 //! the plugin's stderr.
 //!
 //! One TestCluster, one registry and one node for the file; its tests are
-//! serialised. `pod_to_running_plugin_vs_image_pull_secret` is a benchmark
-//! (`#[ignore]`, run by bench/node-pull.sh), not part of `make test`.
+//! serialised. `pod_to_running_plugin_vs_image_pull_secret` runs one pod
+//! with an imagePullSecret and one with the provider in `make test`, and
+//! more as bench/node-pull.sh's benchmark (BENCH_PODS).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -673,16 +674,17 @@ fn median(mut times: Vec<Duration>) -> Duration {
 /// bench/node-pull.sh: creation → Running of a pod whose private image is
 /// pulled with an imagePullSecret (kubelet without the provider) and with
 /// the provider (the first pod execs it, the rest hit kubelet's cache).
-/// BENCH_PODS pods each (default 5), one at a time, each deleted before the
-/// next; the image's layers are in containerd from the warm-up pod.
+/// BENCH_PODS pods each (default 1: `make test` checks that both ways run
+/// and cost one exec; bench/node-pull.sh asks for more), one at a time,
+/// each deleted before the next; the image's layers are in containerd from
+/// the warm-up pod.
 #[tokio::test]
-#[ignore = "a benchmark: bench/node-pull.sh runs it"]
 async fn pod_to_running_plugin_vs_image_pull_secret() {
     let _turn = NODE_TURN.lock().await;
     let pods_each: usize = std::env::var("BENCH_PODS")
         .ok()
         .map(|v| v.parse().expect("BENCH_PODS: a number"))
-        .unwrap_or(5);
+        .unwrap_or(1);
     let setup = set_up().await;
     let client = setup.cluster.client();
     let node = &setup.node;
