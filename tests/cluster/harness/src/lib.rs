@@ -36,6 +36,7 @@ pub mod readme;
 pub mod registry;
 mod tls_proxy;
 pub mod token_exchange;
+mod token_review;
 pub mod vsphere_sim;
 pub mod webhook;
 

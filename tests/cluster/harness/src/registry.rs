@@ -28,14 +28,13 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::token_review::Reviewed;
 use anyhow::{Context, Result, anyhow, bail};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
-use kube::api::{Api, PostParams};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     SigningKey,
@@ -849,54 +848,29 @@ async fn identify(request: &TokenRequest, state: &RealmState, client: &ClientCel
                 .get_or_try_init(|| admin_client(kubeconfig))
                 .await
                 .map_err(|e| format!("no client for the TokenReview: {e:#}"))?;
-            let review = TokenReview {
-                spec: TokenReviewSpec {
-                    token: Some(password.clone()),
-                    audiences: Some(vec![audience.clone()]),
-                },
-                ..TokenReview::default()
-            };
-            let reviews: Api<TokenReview> = Api::all(client.clone());
-            let reviewed = tokio::time::timeout(TOKEN_REVIEW_TIMEOUT, reviews.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| format!("the TokenReview took over {TOKEN_REVIEW_TIMEOUT:?}"))?
-                .map_err(|e| format!("the TokenReview failed: {e}"))?;
-            let status = reviewed.status.unwrap_or_default();
-            let username = status.user.and_then(|u| u.username).unwrap_or_default();
-            service_account_verdict(
-                status.authenticated == Some(true),
-                status.audiences.as_deref().unwrap_or_default(),
-                &username,
-                status.error.as_deref(),
-                audience,
-                accounts.as_deref(),
-            )
-            .map(|subject| (subject, false))
+            let reviewed = crate::token_review::review(client, password, audience, TOKEN_REVIEW_TIMEOUT).await?;
+            service_account_verdict(&reviewed, audience, accounts.as_deref()).map(|subject| (subject, false))
         }
     }
 }
 
 /// The TokenReview's answer judged: the subject, or why not.
-fn service_account_verdict(
-    authenticated: bool,
-    audiences: &[String],
-    username: &str,
-    error: Option<&str>,
-    audience: &str,
-    accounts: Option<&[String]>,
-) -> Result<String, String> {
-    if !authenticated {
+fn service_account_verdict(reviewed: &Reviewed, audience: &str, accounts: Option<&[String]>) -> Result<String, String> {
+    if !reviewed.authenticated {
         return Err(format!(
             "the TokenReview did not authenticate the token for audience {audience}: {}",
-            error.unwrap_or("no error given")
+            reviewed.error.as_deref().unwrap_or("no error given")
         ));
     }
-    if !audiences.iter().any(|a| a == audience) {
-        return Err(format!("the token's audiences {audiences:?} do not include {audience}"));
+    if !reviewed.valid_for(audience) {
+        return Err(format!(
+            "the token's audiences {:?} do not include {audience}",
+            reviewed.audiences
+        ));
     }
-    let account = username
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'))
+    let username = &reviewed.username;
+    let account = reviewed
+        .service_account()
         .map(|(namespace, name)| format!("{namespace}/{name}"))
         .ok_or_else(|| format!("{username} is not a service account"))?;
     if let Some(accounts) = accounts
@@ -904,7 +878,7 @@ fn service_account_verdict(
     {
         return Err(format!("the service account {account} may not pull here"));
     }
-    Ok(username.to_owned())
+    Ok(username.clone())
 }
 
 /// Per repository asked for: the actions granted, in the order asked for
@@ -1082,13 +1056,20 @@ mod tests {
     fn the_token_review_is_judged() {
         let aud = "registry.test/pull";
         let sa = "system:serviceaccount:team:puller";
+        let reviewed = |authenticated: bool, audiences: &[&str], username: &str, error: Option<&str>| Reviewed {
+            authenticated,
+            audiences: audiences.iter().map(|a| a.to_string()).collect(),
+            username: username.to_owned(),
+            error: error.map(str::to_owned),
+        };
         let ok =
-            |accounts: Option<&[String]>| service_account_verdict(true, &[aud.to_owned()], sa, None, aud, accounts);
+            |accounts: Option<&[String]>| service_account_verdict(&reviewed(true, &[aud], sa, None), aud, accounts);
         assert_eq!(ok(None).as_deref(), Ok(sa));
         assert_eq!(ok(Some(&["team/puller".to_owned()])).as_deref(), Ok(sa));
         assert!(ok(Some(&["team/other".to_owned()])).is_err());
-        assert!(service_account_verdict(false, &[], "", Some("token has expired"), aud, None).is_err());
-        assert!(service_account_verdict(true, &["other".to_owned()], sa, None, aud, None).is_err());
-        assert!(service_account_verdict(true, &[aud.to_owned()], "alice", None, aud, None).is_err());
+        let expired = reviewed(false, &[], "", Some("token has expired"));
+        assert!(service_account_verdict(&expired, aud, None).is_err());
+        assert!(service_account_verdict(&reviewed(true, &["other"], sa, None), aud, None).is_err());
+        assert!(service_account_verdict(&reviewed(true, &[aud], "alice", None), aud, None).is_err());
     }
 }

@@ -31,7 +31,7 @@ use anyhow::{Context, Result};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use nix::sched::{CloneFlags, setns};
@@ -304,40 +304,22 @@ async fn exchange(request: Request<Incoming>, state: &State) -> Result<Exchange,
         return Err(("invalid_target", format!("audience must be {}", config.audience)));
     }
     let subject_token = one("subject_token")?;
-    let review = TokenReview {
-        spec: TokenReviewSpec {
-            token: Some(subject_token.clone()),
-            audiences: Some(vec![config.subject_audience.clone()]),
-        },
-        ..TokenReview::default()
-    };
-    let reviewed = tokio::time::timeout(
-        API_TIMEOUT,
-        Api::<TokenReview>::all(state.client.clone()).create(&PostParams::default(), &review),
-    )
-    .await
-    .map_err(|_| ("server_error", format!("the TokenReview took over {API_TIMEOUT:?}")))?
-    .map_err(|e| ("server_error", format!("the TokenReview failed: {e}")))?
-    .status
-    .unwrap_or_default();
-    let username = reviewed.user.and_then(|u| u.username).unwrap_or_default();
-    let for_audience = reviewed
-        .audiences
-        .unwrap_or_default()
-        .contains(&config.subject_audience);
-    if reviewed.authenticated != Some(true) || !for_audience {
+    let reviewed = crate::token_review::review(&state.client, &subject_token, &config.subject_audience, API_TIMEOUT)
+        .await
+        .map_err(|e| ("server_error", e))?;
+    if !reviewed.valid_for(&config.subject_audience) {
         return Err((
             "invalid_grant",
             format!(
                 "the subject token is not valid for {}: {}",
                 config.subject_audience,
-                reviewed.error.unwrap_or_default()
+                reviewed.error.as_deref().unwrap_or_default()
             ),
         ));
     }
-    let (namespace, account) = username
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'))
+    let username = reviewed.username.clone();
+    let (namespace, account) = reviewed
+        .service_account()
         .ok_or(("invalid_grant", format!("{username} is not a service account")))?;
     let access_token = match &config.issue {
         Issue::Fixed(token) => token.clone(),
