@@ -12,21 +12,14 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 
+use crate::answer::{finish, invalid_topology, lookup_failed, provisioner};
 pub use crate::model::{Decision, DecisionConfig, OnLookupError, Outcome, Subject, Volume};
-use crate::model::{LookupFailure, LookupResult, Resolution, Resolved, ReviewObject, TopologySource};
+use crate::model::{LookupResult, Resolution, Resolved, ReviewObject, TopologySource};
 use crate::patch;
 use crate::source::identify_pv;
 use crate::topology::{REGION_LABEL, ZONE_LABEL, zones_of_label};
 
-/// Set by external provisioners on the PVs they create; with both topology labels it
-/// means the labels are the provisioner's and are trusted (as the in-tree plugin did).
-pub const PROVISIONED_BY_ANNOTATION: &str = "pv.kubernetes.io/provisioned-by";
-/// Audit annotation key for the [`Outcome`]. The apiserver prefixes keys with the
-/// webhook's name (`<webhook name>/outcome`), so the key itself carries no prefix: a
-/// second `/` would make it invalid and the apiserver would drop it.
-pub const OUTCOME_AUDIT_KEY: &str = "outcome";
-/// Audit annotation key for where the topology came from.
-pub const SOURCE_AUDIT_KEY: &str = "source";
+pub use crate::answer::{MAX_MESSAGE_CHARS, OUTCOME_AUDIT_KEY, PROVISIONED_BY_ANNOTATION, SOURCE_AUDIT_KEY};
 pub use crate::model::MAX_AFFINITY_ITEMS;
 
 /// What a request is about: read once, before any lookup. A PV CREATE whose volume we
@@ -68,17 +61,6 @@ pub fn subject(request: &AdmissionRequest<ReviewObject>) -> Subject<'_> {
     }
 }
 
-/// The answer to a request that needs no topology ([`Subject::Skip`]).
-pub fn skipped(request: &AdmissionRequest<ReviewObject>, outcome: Outcome, warning: Option<String>) -> Decision {
-    finish(
-        AdmissionResponse::from(request),
-        outcome,
-        None,
-        None,
-        warning.into_iter().collect(),
-    )
-}
-
 /// The answer to a request about `volume` (its [`Subject::Volume`]), given the topology
 /// resolved for it.
 pub fn decide(
@@ -110,63 +92,10 @@ pub fn decide(
     }
 }
 
-/// The answer when `source` (a rule, a lookup) gave a topology no label or nodeAffinity
-/// can carry: admitted without one, with a warning naming the volume, the source and
-/// why. The same for `/mutate` and `/validate` (nothing to write, nothing to judge).
-pub(crate) fn invalid_topology(
-    response: AdmissionResponse,
-    volume: &Volume<'_>,
-    source: &TopologySource,
-    reason: &str,
-) -> Decision {
-    let identity = &volume.identity;
-    finish(
-        response,
-        Outcome::InvalidTopology,
-        Some(source.clone()),
-        None,
-        vec![format!(
-            "{identity}: {source} gave an unusable topology ({reason}); admitted without topology"
-        )],
-    )
-}
-
-/// The answer when the lookup that should have given the topology failed: refused with
-/// `cause`, or admitted with it as a warning, as `--on-lookup-error` says.
-pub(crate) fn lookup_failed(
-    response: AdmissionResponse,
-    cause: String,
-    lookup: &str,
-    error: &LookupFailure,
-    config: &DecisionConfig,
-) -> Decision {
-    let source = Some(TopologySource::Lookup(lookup.to_owned()));
-    let result = Some(error.result());
-    match config.on_lookup_error {
-        OnLookupError::Deny => {
-            let mut denied = response.deny(format!("{cause} (--on-lookup-error=deny)"));
-            denied.result.code = 403;
-            denied.result.reason = "Forbidden".to_owned();
-            finish(denied, Outcome::LookupFailed, source, result, Vec::new())
-        }
-        OnLookupError::Allow => finish(
-            response,
-            Outcome::LookupFailed,
-            source,
-            result,
-            vec![format!("{cause}; admitted without topology (--on-lookup-error=allow)")],
-        ),
-    }
-}
-
 /// Whether `pv` is a provisioned PV with both topology labels, whose labels /mutate
 /// trusts (and `audit` too).
 pub(crate) fn is_trusted(pv: &PersistentVolume) -> bool {
-    let provisioned = pv
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(PROVISIONED_BY_ANNOTATION));
+    let provisioned = provisioner(pv).is_some();
     let labeled = pv.metadata.labels.as_ref().is_some_and(|l| {
         [ZONE_LABEL, REGION_LABEL]
             .iter()
@@ -353,59 +282,4 @@ fn agrees(existing: &NodeSelectorRequirement, want: &[String]) -> bool {
     let have: BTreeSet<&str> = existing.values.iter().flatten().map(String::as_str).collect();
     let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
     existing.operator == "In" && have == want
-}
-
-/// The decision, with the audit annotations written from the typed outcome and source.
-pub(crate) fn finish(
-    mut response: AdmissionResponse,
-    outcome: Outcome,
-    source: Option<TopologySource>,
-    lookup_result: Option<LookupResult>,
-    warnings: Vec<String>,
-) -> Decision {
-    response
-        .audit_annotations
-        .insert(OUTCOME_AUDIT_KEY.to_owned(), outcome.as_str().to_owned());
-    if let Some(source) = &source {
-        response
-            .audit_annotations
-            .insert(SOURCE_AUDIT_KEY.to_owned(), source.to_string());
-    }
-    if !warnings.is_empty() {
-        response.warnings = Some(warnings.into_iter().map(bounded).collect());
-    }
-    response.result.message = bounded(std::mem::take(&mut response.result.message));
-    Decision {
-        response,
-        outcome,
-        source,
-        lookup_result,
-    }
-}
-
-/// Longest warning or denial message we send, `…` included: they quote values from the object
-/// (labels, handles), and an answer must not grow with a hostile object.
-pub const MAX_MESSAGE_CHARS: usize = 512;
-
-/// `text` cut to at most [`MAX_MESSAGE_CHARS`] characters, the last of them `…`
-/// where cut.
-fn bounded(text: String) -> String {
-    if text.chars().nth(MAX_MESSAGE_CHARS).is_none() {
-        return text;
-    }
-    cloud_access::logging::cut(&text, MAX_MESSAGE_CHARS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cut_message_is_at_most_the_limit_ellipsis_included() {
-        let shown = bounded("é".repeat(MAX_MESSAGE_CHARS + 100));
-        assert_eq!(shown.chars().count(), MAX_MESSAGE_CHARS, "{shown}");
-        assert!(shown.ends_with('…'));
-        let exact = "x".repeat(MAX_MESSAGE_CHARS);
-        assert_eq!(bounded(exact.clone()), exact);
-    }
 }

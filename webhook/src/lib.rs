@@ -14,6 +14,7 @@
 //! [`metrics`], [`certs`] (a CA and serving certificate for clusters without
 //! cert-manager) and [`audit`] (the PVs of a cluster, judged as the webhook would).
 
+mod answer;
 pub mod audit;
 pub mod azure;
 pub mod builtin;
@@ -22,7 +23,6 @@ pub mod cinder;
 pub mod cli;
 pub mod decision;
 pub mod ebs;
-mod encode;
 pub mod gce;
 pub mod lookup;
 pub mod metrics;

@@ -19,7 +19,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PersistentVolume};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 
-use crate::decision::{PROVISIONED_BY_ANNOTATION, finish, invalid_topology, lookup_failed, skipped};
+use crate::answer::{finish, forbidden, invalid_topology, lookup_failed, provisioner, skipped};
 use crate::model::{
     Decision, DecisionConfig, LookupResult, OnContradiction, Outcome, Resolution, Resolved, ReviewObject, Subject,
     TopologySource, Volume,
@@ -150,16 +150,6 @@ fn admits_only_and_some(requirement: &NodeSelectorRequirement, allowed: &BTreeSe
     }
 }
 
-/// The provisioner named by a PV's `pv.kubernetes.io/provisioned-by` annotation: set
-/// on the PVs a provisioner creates, not on hand-made ones.
-fn provisioner(pv: &PersistentVolume) -> Option<&str> {
-    pv.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(PROVISIONED_BY_ANNOTATION))
-        .map(String::as_str)
-}
-
 /// What a validation request is about: a PV CREATE, or an UPDATE that changes its
 /// topology labels or nodeAffinity (others are the apiserver's business, and judging
 /// them would block the PV controller's own updates of a PV created before this check).
@@ -225,14 +215,18 @@ pub fn judge(
             let listed = found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             let cause = format!("{identity}: {listed} (found by {})", resolved.source);
             match config.on_contradiction {
-                OnContradiction::Deny => {
-                    let mut denied = response.deny(format!(
-                        "{cause}; pods using it could be scheduled where it cannot be attached (--on-contradiction=deny)"
-                    ));
-                    denied.result.code = 403;
-                    denied.result.reason = "Forbidden".to_owned();
-                    finish(denied, Outcome::Contradicts, source, result, Vec::new())
-                }
+                OnContradiction::Deny => finish(
+                    forbidden(
+                        response,
+                        format!(
+                            "{cause}; pods using it could be scheduled where it cannot be attached (--on-contradiction=deny)"
+                        ),
+                    ),
+                    Outcome::Contradicts,
+                    source,
+                    result,
+                    Vec::new(),
+                ),
                 OnContradiction::Warn => finish(
                     response,
                     Outcome::Contradicts,

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::review::{ADMISSION_API_VERSION, ReviewError};
+use super::{ADMISSION_API_VERSION, ReviewError};
 
 /// Encodes the AdmissionReview that answers with `response`, newline-terminated.
 pub fn encode_response(response: AdmissionResponse) -> Result<Vec<u8>, ReviewError> {

@@ -1,8 +1,19 @@
-//! AdmissionReview bytes in, AdmissionReview bytes out: the one code path shared by the
-//! `review` subcommand and the HTTPS server ([`Reviewer::review`]). It reads the request
-//! once ([`parse_review`], then [`subject`]), resolves the volume's topology (the only
-//! step that may wait), calls the pure [`decide`], and encodes the answer
-//! deterministically.
+//! Reading an AdmissionReview: [`parse_review`], and the views and deserializers it
+//! reads through. Each view keeps only what the decision uses, so a review costs the
+//! strings it keeps (docs/decisions.md, "Reading a review: only what the decision uses").
+//!
+//! The body is read in passes over the same bytes, each keeping what it needs:
+//! 1. [`Header`]: `apiVersion` and `kind`, checked first; serde_json reads the whole
+//!    text, so a syntax error is found here;
+//! 2. [`Envelope`]: the request's fields without its objects;
+//! 3. [`ObjectOnly`]: the object, as a reduced PersistentVolume ([`PvView`]) with the
+//!    nodeAffinity budget;
+//! 4. [`OldObjectOnly`]: an UPDATE's old object, the same way with a budget of its own
+//!    (only for an UPDATE, which only `/validate` judges).
+//!
+//! A pass that fails is followed by one more read of the same view with
+//! `serde_path_to_error` ([`located`]), for the field path its error names; a review
+//! that reads pays nothing for it.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -22,179 +33,11 @@ use kube::core::{GroupVersionKind, GroupVersionResource, TypeMeta};
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use thiserror::Error;
 
-use crate::decision::{MAX_AFFINITY_ITEMS, PROVISIONED_BY_ANNOTATION, decide, skipped, subject};
-pub use crate::encode::encode_response;
-pub use crate::model::ReviewObject;
-use crate::model::{Decision, DecisionConfig, LookupResult, Outcome, Subject};
-use crate::resolve::Resolver;
+use super::{ADMISSION_API_VERSION, MAX_REVIEW_BYTES, ReviewError};
+use crate::answer::PROVISIONED_BY_ANNOTATION;
+use crate::model::{MAX_AFFINITY_ITEMS, ReviewObject};
 use crate::topology::{BETA_REGION_LABEL, BETA_ZONE_LABEL, REGION_LABEL, ZONE_LABEL};
-use crate::validate;
-
-pub mod command;
-
-/// The AdmissionReview version we speak.
-pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
-/// Largest review accepted (also the HTTP body limit). kube-apiserver refuses request
-/// bodies over 3 MiB (`MaxRequestBodyBytes`), so the object of a CREATE, the only
-/// operation the webhook is registered for, fits in 3 MiB; 1 MiB more is left for the
-/// rest of the review (user info, options). docs/decisions.md has the sources.
-pub const MAX_REVIEW_BYTES: usize = 4 * 1024 * 1024;
-
-/// Input that is not an AdmissionReview we can answer.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum ReviewError {
-    #[error("input is larger than {MAX_REVIEW_BYTES} bytes")]
-    TooLarge,
-    #[error("input is not JSON: {0}")]
-    NotJson(#[source] serde_json::Error),
-    #[error("input is not an {ADMISSION_API_VERSION} AdmissionReview: {0}")]
-    NotAReview(String),
-    #[error("cannot encode the response: {0}")]
-    Encode(#[source] serde_json::Error),
-}
-
-/// Answers AdmissionReviews.
-#[derive(Debug, Clone)]
-pub struct Reviewer {
-    resolver: Resolver,
-    config: DecisionConfig,
-}
-
-/// One review answered: the encoded AdmissionReview and, typed, what the server logs
-/// and counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// The AdmissionReview to send back.
-    pub body: Vec<u8>,
-    pub outcome: Outcome,
-    pub allowed: bool,
-    /// The lookup made, by name, and how it went.
-    pub lookup: Option<(String, LookupResult)>,
-}
-
-impl Reviewer {
-    /// A reviewer that resolves with `resolver` and decides with `config`.
-    pub fn new(resolver: Resolver, config: DecisionConfig) -> Self {
-        Self { resolver, config }
-    }
-
-    /// Answers one AdmissionReview given as JSON bytes: read once, resolve (the only step
-    /// that may wait), decide (pure), encode. The one entry point, for the `review`
-    /// subcommand and the server alike; the request's uid, kind, name (as `object_name`)
-    /// and operation are recorded on the current span (the server's `admission` span).
-    pub async fn review(&self, body: &[u8]) -> Result<Answer, ReviewError> {
-        self.answer(body, Check::Mutate).await
-    }
-
-    /// Answers one validating AdmissionReview (`/validate`, `review --validate`) as
-    /// [`Reviewer::review`] does, judging with [`validate::judge`]: does the PV's
-    /// topology agree with its disk?
-    pub async fn validate(&self, body: &[u8]) -> Result<Answer, ReviewError> {
-        self.answer(body, Check::Validate).await
-    }
-
-    /// Answers one AdmissionReview with the question `check` asks.
-    pub async fn answer(&self, body: &[u8], check: Check) -> Result<Answer, ReviewError> {
-        self.answer_request(parse_review(body)?, check).await
-    }
-
-    /// Answers a request read with [`parse_review`] (the `review` subcommand reads its
-    /// input first, to refuse an unreadable PersistentVolume before answering any).
-    pub async fn answer_request(
-        &self,
-        request: AdmissionRequest<ReviewObject>,
-        check: Check,
-    ) -> Result<Answer, ReviewError> {
-        let span = tracing::Span::current();
-        span.record("uid", request.uid.as_str());
-        span.record("kind", request.kind.kind.as_str());
-        span.record("object_name", request.name.as_str());
-        span.record("operation", tracing::field::debug(&request.operation));
-        let subject = match check {
-            Check::Mutate => subject(&request),
-            Check::Validate => validate::subject(&request),
-        };
-        let decision = match subject {
-            Subject::Skip { outcome, warning } => skipped(&request, outcome, warning),
-            Subject::Volume(volume) => {
-                let resolution = self.resolver.resolve(&volume.identity).await;
-                match check {
-                    Check::Mutate => decide(&request, &volume, &resolution, &self.config),
-                    Check::Validate => validate::judge(&request, &volume, &resolution, &self.config),
-                }
-            }
-        };
-        let lookup = decision.lookup().map(|(name, result)| (name.to_owned(), result));
-        let Decision { response, outcome, .. } = decision;
-        let allowed = response.allowed;
-        tracing::debug!(
-            uid = %request.uid,
-            kind = %request.kind.kind,
-            name = %request.name,
-            operation = ?request.operation,
-            ?check,
-            allowed,
-            %outcome,
-            patched = response.patch.is_some(),
-            "reviewed"
-        );
-        Ok(Answer {
-            body: encode_response(response)?,
-            outcome,
-            allowed,
-            lookup,
-        })
-    }
-}
-
-/// The AdmissionReview the apiserver sends for a CREATE of `object` (a PersistentVolume,
-/// as JSON), with `uid`: how `review --file` puts a PV through the server's code.
-pub fn create_review(object: &serde_json::Value, uid: &str) -> Result<Vec<u8>, ReviewError> {
-    let name = object.pointer("/metadata/name").and_then(serde_json::Value::as_str);
-    let kind = serde_json::json!({"group": "", "version": "v1", "kind": "PersistentVolume"});
-    let resource = serde_json::json!({"group": "", "version": "v1", "resource": "persistentvolumes"});
-    let review = serde_json::json!({
-        "apiVersion": ADMISSION_API_VERSION,
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": kind,
-            "resource": resource,
-            "requestKind": kind,
-            "requestResource": resource,
-            "name": name.unwrap_or_default(),
-            "operation": "CREATE",
-            "userInfo": {"username": "pv-topology-webhook-review"},
-            "object": object,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    });
-    serde_json::to_vec(&review).map_err(ReviewError::Encode)
-}
-
-/// Which question a review answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Check {
-    /// `/mutate`: the labels and nodeAffinity the PV should have.
-    Mutate,
-    /// `/validate`: whether what the PV says agrees with its disk.
-    Validate,
-}
-
-impl Check {
-    /// The metrics label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Check::Mutate => "mutate",
-            Check::Validate => "validate",
-        }
-    }
-}
 
 /// The review's `apiVersion` and `kind`, checked before anything else is read.
 #[derive(Deserialize)]
