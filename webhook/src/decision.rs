@@ -19,7 +19,7 @@ use crate::patch;
 use crate::source::identify_pv;
 use crate::topology::{REGION_LABEL, ZONE_LABEL, zones_of_label};
 
-pub use crate::answer::{MAX_MESSAGE_CHARS, OUTCOME_AUDIT_KEY, PROVISIONED_BY_ANNOTATION, SOURCE_AUDIT_KEY};
+pub use crate::answer::MAX_MESSAGE_CHARS;
 pub use crate::model::MAX_AFFINITY_ITEMS;
 
 /// What a request is about: read once, before any lookup. A PV CREATE whose volume we

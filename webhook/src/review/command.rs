@@ -576,9 +576,9 @@ fn apply(object: &mut Value, patch: &str) -> Result<(), String> {
 /// the warnings.
 fn diff(label: &str, response: &ResponseView, before: &Value, after: &Value) -> String {
     let annotation = |key: &str| response.audit_annotations.get(key).map(String::as_str);
-    let outcome = annotation(crate::decision::OUTCOME_AUDIT_KEY).unwrap_or("answered");
+    let outcome = annotation(crate::answer::OUTCOME_AUDIT_KEY).unwrap_or("answered");
     let mut text = if response.allowed {
-        match annotation(crate::decision::SOURCE_AUDIT_KEY) {
+        match annotation(crate::answer::SOURCE_AUDIT_KEY) {
             Some(source) => format!("{label}: admitted, {outcome} (source: {source})\n"),
             None => format!("{label}: admitted, {outcome}\n"),
         }
