@@ -189,9 +189,26 @@ pub fn http_client(user_agent: &str, timeout: Duration) -> Result<reqwest::Clien
     http_client_with_tls(user_agent, timeout, true)
 }
 
-/// [`http_client`], but without loading trusted roots when `tls` is false:
-/// for callers that know every endpoint they will reach is plain HTTP on
-/// loopback (a local proxy or emulator), where loading roots is wasted time.
+/// [`http_client`] for a caller that knows every endpoint it will call:
+/// trusted roots are loaded only when one of them is not plain http. Loading
+/// them costs milliseconds per exec, wasted when every endpoint is plain
+/// HTTP on loopback (a local proxy or emulator, which the endpoint policy
+/// alone lets through unencrypted).
+pub fn http_client_for<'a>(
+    user_agent: &str,
+    timeout: Duration,
+    endpoints: impl IntoIterator<Item = &'a url::Url>,
+) -> Result<reqwest::Client, HttpClientError> {
+    http_client_with_tls(user_agent, timeout, needs_roots(endpoints))
+}
+
+/// Whether some of `endpoints` is reached over TLS (anything but plain http).
+fn needs_roots<'a>(endpoints: impl IntoIterator<Item = &'a url::Url>) -> bool {
+    endpoints.into_iter().any(|url| url.scheme() != "http")
+}
+
+/// [`http_client`], but without loading trusted roots when `tls` is false.
+/// Callers that know their endpoints use [`http_client_for`], which decides.
 pub fn http_client_with_tls(
     user_agent: &str,
     timeout: Duration,
@@ -412,6 +429,17 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+
+    #[test]
+    fn roots_are_loaded_when_some_endpoint_is_not_plain_http() {
+        let url = |text: &str| url::Url::parse(text).unwrap();
+        let (local, remote) = (url("http://127.0.0.1:8080/"), url("https://sts.amazonaws.com/"));
+        assert!(!needs_roots([&local, &url("http://[::1]:9/token")]));
+        assert!(needs_roots([&local, &remote]));
+        assert!(needs_roots([&remote]));
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        assert!(http_client_for("test", Duration::from_secs(1), [&local]).is_ok());
+    }
 
     /// A listener that records the first line of each request and answers
     /// 200 with `body`: as a proxy it sees absolute URLs, as a server paths.

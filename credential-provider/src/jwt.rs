@@ -1,7 +1,7 @@
-//! Reading a JWT's expiry to size kubelet's cache. Reading `exp` is not
+//! Reading a JWT's expiry to size kubelet's cache (`backend::cache_window`). Reading `exp` is not
 //! trusting the token: the registry or token endpoint verifies it.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use cloud_access::go_duration::unix_time;
 
@@ -37,15 +37,6 @@ pub fn expiry(what: &'static str, token: &str) -> Result<SystemTime, JwtError> {
     unix_time(seconds).ok_or(JwtError::ExpiryOutOfRange { what })
 }
 
-/// How long a credential that expires at `expires_at` may be cached at
-/// `now`, keeping `margin` in hand; zero when that is already past.
-pub fn cache_window(expires_at: SystemTime, now: SystemTime, margin: Duration) -> Duration {
-    expires_at
-        .duration_since(now)
-        .unwrap_or_default()
-        .saturating_sub(margin)
-}
-
 #[cfg(test)]
 pub(crate) mod test_tokens {
     use base64::Engine;
@@ -62,7 +53,7 @@ pub(crate) mod test_tokens {
 
 #[cfg(test)]
 mod tests {
-    use std::time::UNIX_EPOCH;
+    use std::time::{Duration, UNIX_EPOCH};
 
     use super::test_tokens::jwt;
     use super::*;
@@ -115,17 +106,5 @@ mod tests {
             expiry("t", &jwt(r#"{"exp":"soon"}"#)),
             Err(JwtError::NoExpiry { what: "t" })
         );
-    }
-
-    #[test]
-    fn cache_window_keeps_a_margin_and_never_goes_negative() {
-        let now = UNIX_EPOCH + Duration::from_secs(1_000);
-        let margin = Duration::from_secs(60);
-        assert_eq!(
-            cache_window(now + Duration::from_secs(3_600), now, margin),
-            Duration::from_secs(3_540)
-        );
-        assert_eq!(cache_window(now + Duration::from_secs(30), now, margin), Duration::ZERO);
-        assert_eq!(cache_window(now - Duration::from_secs(30), now, margin), Duration::ZERO);
     }
 }

@@ -221,7 +221,11 @@ fn token_exchange_against_a_silent_endpoint_ends_at_the_plugins_deadline() {
         |_| request("v1", &format!("{EXCHANGE_REGISTRY}/team/app:v1"), Some(&token)),
         &[],
     );
-    assert_ended_by_the_plugins_deadline("token-exchange (silent)", &runs, "did not answer within 20s");
+    assert_ended_by_the_plugins_deadline(
+        "token-exchange (silent)",
+        &runs,
+        "no answer within --timeout 20s from token endpoint",
+    );
     for (out, _) in &runs.outputs {
         common::assert_no_piece_of(&token, &out.stderr);
     }

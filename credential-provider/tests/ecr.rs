@@ -181,7 +181,7 @@ fn role_policy_flags() {
                 r["serviceAccountToken"] = serde_json::Value::Null;
                 serde_json::to_vec(&r).unwrap()
             },
-            "names role arn:aws:iam::123456789012:role/x, but kubelet sent no service-account token",
+            "names role arn:aws:iam::123456789012:role/x, but kubelet sent no serviceAccountToken",
         ),
         (
             vec![],

@@ -112,7 +112,11 @@ fn exchange_failures_are_one_clear_line() {
         ("/no-token", vec![], "\"access_token\" is missing or empty"),
         ("/missing-route", vec![], "refused the exchange with HTTP 404"),
         ("/server-error", vec![], "refused the exchange with HTTP 503"),
-        ("/slow", vec!["--timeout", "1s"], "did not answer within 1s"),
+        (
+            "/slow",
+            vec!["--timeout", "1s"],
+            "no answer within --timeout 1s from token endpoint",
+        ),
     ];
     for (path, extra, want) in cases {
         let url = server.url(path);

@@ -232,7 +232,7 @@ fn failure_modes_answer_an_exact_request_with_their_own_failure() {
     let mut slow = flags.to_vec();
     slow.extend(["--timeout", "1s"]);
     let out = exchange(&server.url("/slow"), &slow, &token);
-    assert_one_line_failure("/slow", &out, "did not answer within 1s");
+    assert_one_line_failure("/slow", &out, "no answer within --timeout 1s from token endpoint");
 }
 
 /// docs/credential-provider.md: "Redirects are not followed." A token

@@ -16,9 +16,9 @@ use cloud_access::aws::endpoints::{self, EndpointOptions};
 use cloud_access::aws::{AwsClient, AwsError, CredentialsChain, arn, sts};
 use secrecy::ExposeSecret;
 
-use super::{BackendError, CredentialBackend};
+use super::{BackendError, CredentialBackend, NoPodToken, TimedOut, USER_AGENT, pod_token, within_timeout};
 use crate::image;
-use crate::protocol::{ApiVersion, CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
+use crate::protocol::{CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
 
 /// The annotation ecr-credential-provider reads, allowed by default.
 pub const DEFAULT_ROLE_ANNOTATION: &str = "eks.amazonaws.com/ecr-role-arn";
@@ -61,9 +61,13 @@ pub enum EcrError {
     )]
     RoleRequired { keys: String },
     #[error(
-        "service-account annotation {key} names role {role}, but kubelet sent no service-account token: give this provider tokenAttributes (apiVersion credentialprovider.kubelet.k8s.io/v1)"
+        "service-account annotation {key} names role {role}, but kubelet sent {no_token}: give this provider tokenAttributes (apiVersion credentialprovider.kubelet.k8s.io/v1)"
     )]
-    NoTokenForRole { key: String, role: String },
+    NoTokenForRole {
+        key: String,
+        role: String,
+        no_token: NoPodToken,
+    },
     #[error("assuming role {role} for {registry}: {source}")]
     AssumeRole {
         role: String,
@@ -82,6 +86,8 @@ pub enum EcrError {
     Credentials(#[from] cloud_access::aws::CredentialsError),
     #[error(transparent)]
     Endpoint(#[from] endpoints::EndpointError),
+    #[error(transparent)]
+    TimedOut(#[from] TimedOut),
     #[error("{0}")]
     Client(#[from] cloud_access::HttpClientError),
 }
@@ -94,22 +100,17 @@ impl EcrBackend {
         })
     }
 
-    /// The HTTP client; trusted roots are loaded only when one of `endpoints`
-    /// is https (always, but for a loopback override in tests or proxies).
-    fn client(&self, endpoints: &[&url::Url]) -> Result<reqwest::Client, EcrError> {
+    /// The HTTP client for `endpoints`, built once.
+    fn client(&self, endpoints: [&url::Url; 2]) -> Result<reqwest::Client, EcrError> {
         if let Some(client) = self.http.get() {
             return Ok(client.clone());
         }
-        let user_agent = concat!("cloud-credential-provider/", env!("CARGO_PKG_VERSION"));
-        let tls = endpoints.iter().any(|url| url.scheme() != "http");
-        let client = cloud_access::http_client_with_tls(user_agent, self.settings.timeout, tls)?;
+        let client = cloud_access::http::http_client_for(USER_AGENT, self.settings.timeout, endpoints)?;
         Ok(self.http.get_or_init(|| client).clone())
     }
 
-    async fn login(&self, request: &CredentialRequest) -> Result<Credentials, EcrError> {
-        let deadline = Instant::now() + self.settings.timeout;
-        let repository = image::repository(&request.image);
-        let host = image::registry(&repository).to_owned();
+    async fn login(&self, request: &CredentialRequest, deadline: Instant) -> Result<Credentials, EcrError> {
+        let host = registry_host(request);
         let registry = ecr::parse_registry(&host).ok_or_else(|| EcrError::NotEcr { registry: host.clone() })?;
         let (region, public, fips, dual_stack) = match &registry {
             Registry::Private {
@@ -133,7 +134,7 @@ impl EcrBackend {
             &options,
         )?;
         let sts_endpoint = endpoints::endpoint(endpoints::STS, &region, self.settings.aws.endpoints())?;
-        let http = self.client(&[&ecr_endpoint, &sts_endpoint])?;
+        let http = self.client([&ecr_endpoint, &sts_endpoint])?;
         let client = AwsClient::new(http.clone(), region.clone(), options.clone());
 
         let credentials = match &role {
@@ -202,23 +203,24 @@ impl EcrBackend {
                 account: account.to_owned(),
             });
         }
-        let token = match (&request.service_account_token, request.api_version) {
-            (Some(token), ApiVersion::V1) => token.expose_secret().to_owned(),
-            _ => {
-                return Err(EcrError::NoTokenForRole {
-                    key: key.clone(),
-                    role: role.clone(),
-                });
-            }
-        };
-        Ok(Some((role.clone(), token)))
+        let token = pod_token(request).map_err(|no_token| EcrError::NoTokenForRole {
+            key: key.clone(),
+            role: role.clone(),
+            no_token,
+        })?;
+        Ok(Some((role.clone(), token.expose_secret().to_owned())))
     }
+}
+
+/// The image's registry host, which the login is for.
+fn registry_host(request: &CredentialRequest) -> String {
+    image::registry(&image::repository(&request.image)).to_owned()
 }
 
 /// A session name that says which pod pulled, within STS's 64 characters
 /// of `[\w+=,.@-]`.
 fn session_name(request: &CredentialRequest) -> String {
-    let base = format!("kubelet-{}", image::registry(&image::repository(&request.image)));
+    let base = format!("kubelet-{}", registry_host(request));
     base.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "+=,.@-_".contains(c) {
@@ -232,7 +234,9 @@ fn session_name(request: &CredentialRequest) -> String {
 }
 
 /// Half the token's remaining validity, as ecr-credential-provider does;
-/// zero (do not cache) for a token already expired or without expiry.
+/// zero (do not cache) for a token already expired or without expiry. On
+/// purpose not [`super::cache_window`] (remaining validity less a margin):
+/// kubelet then asks as often as with the provider this one replaces.
 fn half_remaining(expires_at: Option<SystemTime>, now: SystemTime) -> Duration {
     expires_at
         .and_then(|at| at.duration_since(now).ok())
@@ -241,7 +245,11 @@ fn half_remaining(expires_at: Option<SystemTime>, now: SystemTime) -> Duration {
 
 impl CredentialBackend for EcrBackend {
     async fn credentials(&self, request: &CredentialRequest) -> Result<Credentials, BackendError> {
-        Ok(self.login(request).await?)
+        let waiting_for = || format!("AWS (the credential chain, STS, ECR) for {}", registry_host(request));
+        let answer = within_timeout(self.settings.timeout, waiting_for, |deadline| {
+            self.login(request, deadline)
+        });
+        Ok(answer.await?)
     }
 }
 

@@ -1,18 +1,29 @@
 //! Where credentials come from. Each backend turns a kubelet request into
 //! [`Credentials`]; the protocol layer puts them in kubelet's wire format.
-//! Cloud registries join as further backends (ECR and Google's Artifact
-//! Registry / Container Registry are here; ACR comes next).
+//!
+//! The rules backends share are read once, here: the pod's token
+//! ([`pod_token`]), how long an expiring credential may be cached
+//! ([`cache_window`]), `--timeout` ([`within_timeout`]) and the user agent
+//! ([`USER_AGENT`]); each backend's HTTP client comes from
+//! [`cloud_access::http::http_client_for`], given the endpoints it calls.
 
 use std::future::Future;
 
 use crate::protocol::{CredentialRequest, Credentials};
 
 pub mod acr;
+mod cache_window;
 pub mod ecr;
 pub mod gcp;
 pub mod passthrough;
+mod pod_token;
 pub mod static_file;
+mod timeout;
 pub mod token_exchange;
+
+pub use cache_window::cache_window;
+pub use pod_token::{NoPodToken, pod_token};
+pub use timeout::{TimedOut, within_timeout};
 
 pub use acr::{AcrBackend, AcrError};
 pub use ecr::{EcrBackend, EcrError};
@@ -20,6 +31,9 @@ pub use gcp::{GcpBackend, GcpBackendError};
 pub use passthrough::{PassthroughBackend, PassthroughError};
 pub use static_file::{DockerConfigError, StaticBackend};
 pub use token_exchange::{TokenExchangeBackend, TokenExchangeError};
+
+/// What every backend that calls out sends as its `User-Agent`.
+pub const USER_AGENT: &str = concat!("cloud-credential-provider/", env!("CARGO_PKG_VERSION"));
 
 /// One source of registry credentials.
 pub trait CredentialBackend {

@@ -5,36 +5,26 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 
-use super::{BackendError, CredentialBackend};
+use super::{BackendError, CredentialBackend, NoPodToken, cache_window, pod_token};
 use crate::image;
 use crate::jwt::{self, JwtError};
-use crate::protocol::{ApiVersion, CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
+use crate::protocol::{CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
 
 /// The fix for a request without a token, shared with `token-exchange`.
 pub const TOKEN_FIX: &str = "give this provider apiVersion credentialprovider.kubelet.k8s.io/v1 and tokenAttributes (serviceAccountTokenAudience, cacheType: Token, requireServiceAccount: true) in the kubelet CredentialProviderConfig";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PassthroughError {
-    #[error("the request is {0}, which carries no service-account token: {TOKEN_FIX}")]
-    NotV1(&'static str),
-    #[error("the request has no serviceAccountToken: {TOKEN_FIX}")]
-    NoToken,
+    #[error("kubelet sent {0}: {TOKEN_FIX}")]
+    NoToken(#[from] NoPodToken),
     #[error("{0}")]
     Jwt(#[from] JwtError),
     #[error(
         "serviceAccountToken expired {seconds}s ago: kubelet sends a fresh token, so check the node's clock (timedatectl, chrony)"
     )]
     Expired { seconds: u64 },
-}
-
-/// The service-account token of a request, or the reason there is none.
-pub fn service_account_token(request: &CredentialRequest) -> Result<&SecretString, PassthroughError> {
-    if request.api_version != ApiVersion::V1 {
-        return Err(PassthroughError::NotV1(request.api_version.as_str()));
-    }
-    request.service_account_token.as_ref().ok_or(PassthroughError::NoToken)
 }
 
 #[derive(Debug, Clone)]
@@ -58,7 +48,7 @@ impl PassthroughBackend {
     }
 
     fn answer(&self, request: &CredentialRequest) -> Result<Credentials, PassthroughError> {
-        let token = service_account_token(request)?;
+        let token = pod_token(request)?;
         let expires_at = jwt::expiry("serviceAccountToken", token.expose_secret())?;
         let now = (self.now)();
         if let Ok(ago) = now.duration_since(expires_at) {
@@ -75,7 +65,7 @@ impl PassthroughBackend {
         );
         Ok(Credentials {
             cache_key_type: CacheKeyType::Registry,
-            cache_duration: Some(jwt::cache_window(expires_at, now, self.expiry_margin)),
+            cache_duration: Some(cache_window(expires_at, now, self.expiry_margin, None)),
             auth,
         })
     }
@@ -91,8 +81,11 @@ impl CredentialBackend for PassthroughBackend {
 mod tests {
     use std::time::UNIX_EPOCH;
 
+    use secrecy::SecretString;
+
     use super::*;
     use crate::jwt::test_tokens::jwt;
+    use crate::protocol::ApiVersion;
 
     fn at_1000() -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(1_000)
@@ -123,11 +116,11 @@ mod tests {
         let backend = PassthroughBackend::with_clock("jwt".into(), Duration::ZERO, at_1000);
         assert_eq!(
             backend.answer(&request(ApiVersion::V1, None)).unwrap_err(),
-            PassthroughError::NoToken
+            PassthroughError::NoToken(NoPodToken::Missing)
         );
         assert!(matches!(
             backend.answer(&request(ApiVersion::V1Beta1, None)).unwrap_err(),
-            PassthroughError::NotV1(_)
+            PassthroughError::NoToken(NoPodToken::NotV1(_))
         ));
     }
 

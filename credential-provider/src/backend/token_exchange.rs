@@ -13,8 +13,10 @@ use cloud_access::http::BodyError;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-use super::passthrough::{PassthroughError, service_account_token};
-use super::{BackendError, CredentialBackend};
+use super::passthrough::TOKEN_FIX;
+use super::{
+    BackendError, CredentialBackend, NoPodToken, TimedOut, USER_AGENT, cache_window, pod_token, within_timeout,
+};
 use crate::image;
 use crate::jwt;
 use crate::protocol::{CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
@@ -45,12 +47,10 @@ pub struct TokenExchangeBackend {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenExchangeError {
+    #[error("kubelet sent {0}: {TOKEN_FIX}")]
+    NoToken(#[from] NoPodToken),
     #[error(transparent)]
-    Token(#[from] PassthroughError),
-    #[error(
-        "token endpoint {endpoint} did not answer within {timeout:?}: check that it is reachable from the node, or raise --timeout (below kubelet's 1m limit)"
-    )]
-    Timeout { endpoint: String, timeout: Duration },
+    TimedOut(#[from] TimedOut),
     #[error("cannot reach token endpoint {endpoint}: {reason}")]
     Connect { endpoint: String, reason: String },
     #[error(
@@ -98,13 +98,14 @@ struct OAuthError {
 
 impl TokenExchangeBackend {
     pub fn new(settings: ExchangeSettings) -> Result<Self, TokenExchangeError> {
-        let user_agent = concat!("cloud-credential-provider/", env!("CARGO_PKG_VERSION"));
-        let client = cloud_access::http_client(user_agent, settings.timeout)?;
+        let client = cloud_access::http::http_client_for(USER_AGENT, settings.timeout, [settings.endpoint.url()])?;
         Ok(Self { settings, client })
     }
 
+    /// The one request is bounded by the client's timeout, which is
+    /// `--timeout` too: its expiry is reported as the backstop's.
     async fn exchange(&self, request: &CredentialRequest) -> Result<Credentials, TokenExchangeError> {
-        let subject_token = service_account_token(request)?;
+        let subject_token = pod_token(request)?;
         let settings = &self.settings;
         let endpoint = settings.endpoint.to_string();
         let mut form: Vec<(&str, &str)> = vec![
@@ -194,17 +195,23 @@ impl TokenExchangeBackend {
     }
 
     fn transport_error(&self, error: reqwest::Error) -> TokenExchangeError {
-        let endpoint = self.settings.endpoint.to_string();
         if error.is_timeout() {
-            return TokenExchangeError::Timeout {
-                endpoint,
+            return TimedOut {
                 timeout: self.settings.timeout,
-            };
+                waiting_for: self.waiting_for(),
+            }
+            .into();
         }
+        let endpoint = self.settings.endpoint.to_string();
         // reqwest's chain names the cause (DNS, refused, TLS) without the body.
         let error = error.without_url();
         let reason = cloud_access::logging::error_chain(&error);
         TokenExchangeError::Connect { endpoint, reason }
+    }
+
+    /// What an exchange waits for, as `--timeout`'s message names it.
+    fn waiting_for(&self) -> String {
+        format!("token endpoint {}", self.settings.endpoint)
     }
 }
 
@@ -228,7 +235,7 @@ pub fn read_token_answer(body: &[u8], now: SystemTime, expiry_margin: Duration) 
         .filter(|t| !t.is_empty())
         .ok_or("\"access_token\" is missing or empty")?;
 
-    let mut lifetimes = Vec::new();
+    let mut expiries = Vec::new();
     if let Some(expires_in) = &answer.expires_in {
         let seconds = match expires_in {
             serde_json::Value::Number(n) => n.as_f64(),
@@ -238,20 +245,21 @@ pub fn read_token_answer(body: &[u8], now: SystemTime, expiry_margin: Duration) 
         .filter(|s| s.is_finite())
         .ok_or("\"expires_in\" is not a number of seconds")?;
         // A negative or absurd lifetime is clamped (1e9 s is 31 years).
-        lifetimes.push(Duration::from_secs_f64(seconds.clamp(0.0, 1e9)));
+        let lifetime = Duration::from_secs_f64(seconds.clamp(0.0, 1e9));
+        expiries.extend(now.checked_add(lifetime));
     }
     // An opaque access token is fine; a JWT's own expiry also bounds the cache.
     match jwt::expiry("access_token", &access_token) {
-        Ok(expires_at) => lifetimes.push(expires_at.duration_since(now).unwrap_or_default()),
+        Ok(expires_at) => expiries.push(expires_at),
         Err(jwt::JwtError::ExpiryOutOfRange { .. }) => {
             return Err("\"access_token\" is a JWT whose \"exp\" is not a representable time");
         }
         Err(_) => {}
     }
-    let cache_duration = lifetimes
+    let cache_duration = expiries
         .into_iter()
         .min()
-        .map(|lifetime| lifetime.saturating_sub(expiry_margin));
+        .map(|expires_at| cache_window(expires_at, now, expiry_margin, None));
     Ok(TokenAnswer {
         access_token: SecretString::from(access_token),
         cache_duration,
@@ -279,7 +287,8 @@ pub fn oauth_error_detail(body: &[u8], subject_token: &str) -> String {
 
 impl CredentialBackend for TokenExchangeBackend {
     async fn credentials(&self, request: &CredentialRequest) -> Result<Credentials, BackendError> {
-        Ok(self.exchange(request).await?)
+        let answer = within_timeout(self.settings.timeout, || self.waiting_for(), |_| self.exchange(request));
+        Ok(answer.await?)
     }
 }
 

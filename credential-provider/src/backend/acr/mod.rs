@@ -32,9 +32,9 @@ use cloud_access::azure::{
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-use super::{BackendError, CredentialBackend};
+use super::{BackendError, CredentialBackend, TimedOut, USER_AGENT, cache_window, pod_token, within_timeout};
 use crate::image;
-use crate::protocol::{ApiVersion, CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
+use crate::protocol::{CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
 
 mod registry;
 
@@ -46,8 +46,6 @@ pub const TENANT_ID_ANNOTATION: &str = "kubernetes.azure.com/acr-tenant-id";
 /// The key of upstream's empty (anonymous) entry, kept so that kubelet
 /// still tries an anonymous pull when the credentials are refused.
 pub const ANONYMOUS_KEY: &str = "*.azurecr.*";
-
-const USER_AGENT: &str = concat!("cloud-credential-provider/", env!("CARGO_PKG_VERSION"));
 
 #[derive(Debug, Clone)]
 pub struct AcrSettings {
@@ -145,10 +143,8 @@ pub enum AcrError {
         #[source]
         source: Box<AzureError>,
     },
-    #[error(
-        "no answer within --timeout {timeout:?} for {registry}: check that IMDS, Entra ID and the registry are reachable from the node, or raise --timeout (below kubelet's 1m limit)"
-    )]
-    Timeout { timeout: Duration, registry: String },
+    #[error(transparent)]
+    TimedOut(#[from] TimedOut),
     #[error("{0}")]
     Client(#[from] cloud_access::HttpClientError),
 }
@@ -164,14 +160,14 @@ impl AcrBackend {
     }
 
     async fn answer(&self, request: &CredentialRequest) -> Result<Credentials, AcrError> {
-        let timeout = self.settings.timeout;
         let registry = image::registry(&image::repository(&request.image)).to_ascii_lowercase();
-        // One deadline for both: the calls' own errors (which name the
-        // service that was slow) come first, this one is the backstop.
-        let deadline = Instant::now() + timeout;
-        tokio::time::timeout_at(deadline.into(), self.login(request, &registry, deadline))
-            .await
-            .map_err(|_| AcrError::Timeout { timeout, registry })?
+        // The calls' own errors (which name the service that was slow) come
+        // first; within_timeout's is the backstop.
+        let waiting_for = || format!("Azure (IMDS, Entra ID, ARM, the registry) for {registry}");
+        within_timeout(self.settings.timeout, waiting_for, |deadline| {
+            self.login(request, &registry, deadline)
+        })
+        .await
     }
 
     async fn login(
@@ -193,13 +189,21 @@ impl AcrBackend {
         if let Some(authority) = &self.settings.authority_host {
             endpoints.authority_host = authority.clone();
         }
-        // Trusted roots are loaded only when something is reached over https.
+        // Registries are asked over https unless --registry-endpoint names a
+        // loopback http://HOST:PORT (AcrClient builds the URLs; only the
+        // scheme matters here). A registry name that is no URL's host is
+        // refused by AcrClient before any call.
+        let registry_url = match &self.settings.registry_endpoint {
+            Some(address) => Url::parse(&format!("http://{address}/")),
+            None => Url::parse(&format!("https://{registry}/")),
+        };
         let http = |endpoints: &CloudEndpoints| {
-            let tls = [&endpoints.authority_host, &endpoints.resource_manager]
-                .iter()
-                .any(|e| e.url().scheme() != "http")
-                || self.settings.registry_endpoint.is_none();
-            cloud_access::http_client_with_tls(USER_AGENT, self.settings.timeout, tls)
+            let called = [endpoints.authority_host.url(), endpoints.resource_manager.url()];
+            cloud_access::http::http_client_for(
+                USER_AGENT,
+                self.settings.timeout,
+                called.into_iter().chain(registry_url.as_ref().ok()),
+            )
         };
         let custom_arm = self
             .custom_cloud_arm(&config)
@@ -294,11 +298,8 @@ impl AcrBackend {
     }
 
     fn identity(&self, request: &CredentialRequest, config: &AzureConfig, mirror: bool) -> Result<Identity, AcrError> {
-        let token = (request.api_version == ApiVersion::V1)
-            .then_some(request.service_account_token.as_ref())
-            .flatten();
         // Mirrored images are pulled as the node, as upstream assumes.
-        if token.is_some() && !mirror {
+        if pod_token(request).is_ok() && !mirror {
             let annotation = |key: &'static str| -> Result<String, AcrError> {
                 let value = request
                     .service_account_annotations
@@ -363,10 +364,8 @@ impl AcrBackend {
         };
         Ok(match identity {
             Identity::WorkloadIdentity { tenant, client } => {
-                let token = request
-                    .service_account_token
-                    .clone()
-                    .unwrap_or_else(|| SecretString::from(""));
+                // identity() chose workload identity because the token is there.
+                let token = pod_token(request).map_or_else(|_| SecretString::from(""), SecretString::clone);
                 Arc::new(
                     ClientAssertionCredential::new(
                         http.clone(),
@@ -438,11 +437,7 @@ impl AcrBackend {
     fn token_cache_duration(&self, expires_at: Option<SystemTime>, now: SystemTime) -> Option<Duration> {
         let cap = self.settings.cache_duration;
         let Some(at) = expires_at else { return cap };
-        let window = at
-            .duration_since(now)
-            .unwrap_or_default()
-            .saturating_sub(self.settings.expiry_margin);
-        Some(cap.map_or(window, |cap| cap.min(window)))
+        Some(cache_window(at, now, self.settings.expiry_margin, cap))
     }
 }
 

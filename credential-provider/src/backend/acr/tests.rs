@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::protocol::ApiVersion;
 
 fn settings() -> AcrSettings {
     AcrSettings {

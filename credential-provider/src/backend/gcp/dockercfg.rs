@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use cloud_access::SecureEndpoint;
 use url::Url;
 
-use super::{AuthFlow, GcpBackend, GcpBackendError, USER_AGENT};
+use super::{AuthFlow, GcpBackend, GcpBackendError};
+use crate::backend::USER_AGENT;
 use crate::backend::static_file::{DockerAuthEntry, MAX_DOCKER_CONFIG, usable_entries};
 use crate::kubelet_config::UTF8_BOM;
 use crate::protocol::{CacheKeyType, Credentials, RegistryAuth};
@@ -32,7 +33,7 @@ impl GcpBackend {
             url: shown.clone(),
             problem,
         };
-        let http = cloud_access::http_client_with_tls(USER_AGENT, self.settings.timeout, url.scheme() == "https")?;
+        let http = cloud_access::http::http_client_for(USER_AGENT, self.settings.timeout, [&url])?;
         tracing::debug!(url = %shown, "fetching the Docker config");
         let response = http
             .get(url)

@@ -2,13 +2,14 @@
 //! the pod's federated or impersonated one) answered as `_token` under the
 //! image's registry and Google's.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use cloud_access::gcp::{self, AccessToken, IamCredentialsClient, StsClient};
 
-use super::{GcpBackend, GcpBackendError, Identity, USER_AGENT};
+use super::{GcpBackend, GcpBackendError, Identity};
+use crate::backend::{USER_AGENT, cache_window, pod_token};
 use crate::image;
-use crate::protocol::{ApiVersion, CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
+use crate::protocol::{CacheKeyType, CredentialRequest, Credentials, RegistryAuth};
 
 /// The username Google's registries take with an access token, as
 /// auth-provider-gcp sends it.
@@ -66,27 +67,17 @@ impl GcpBackend {
         identity: &Identity,
         deadline: Instant,
     ) -> Result<AccessToken, GcpBackendError> {
-        let subject = match (request.api_version, &request.service_account_token) {
-            (ApiVersion::V1, Some(token)) => token,
-            (ApiVersion::V1, None) => {
-                return Err(GcpBackendError::NoToken {
-                    what: "no serviceAccountToken",
-                });
-            }
-            _ => {
-                return Err(GcpBackendError::NoToken {
-                    what: "a request of an older apiVersion, without a service-account token",
-                });
-            }
-        };
+        let subject = pod_token(request).map_err(GcpBackendError::NoToken)?;
         let audience = self
             .settings
             .audience
             .as_deref()
             .ok_or(GcpBackendError::NotConfigured)?;
-        let endpoints = [&self.settings.sts_endpoint, &self.settings.iam_credentials_endpoint];
-        let tls = endpoints.iter().any(|e| e.url().scheme() != "http");
-        let http = cloud_access::http_client_with_tls(USER_AGENT, self.settings.timeout, tls)?;
+        let endpoints = [
+            self.settings.sts_endpoint.url(),
+            self.settings.iam_credentials_endpoint.url(),
+        ];
+        let http = cloud_access::http::http_client_for(USER_AGENT, self.settings.timeout, endpoints)?;
         let sts = StsClient::new(http.clone(), &self.settings.sts_endpoint).map_err(Box::new)?;
         tracing::debug!(sts = %sts.url(), %audience, "exchanging the service-account token");
         let federated = sts
@@ -134,8 +125,12 @@ impl GcpBackend {
                 )
             })
             .collect();
-        let window = token.remaining().saturating_sub(self.settings.expiry_margin);
-        let cache_duration = self.settings.cache_duration.map_or(window, |cap| cap.min(window));
+        let cache_duration = cache_window(
+            token.expires_at(),
+            SystemTime::now(),
+            self.settings.expiry_margin,
+            self.settings.cache_duration,
+        );
         Credentials {
             // Per registry: the answer holds the image's own registry. Under
             // KEP-4412 kubelet adds the service account (cacheType

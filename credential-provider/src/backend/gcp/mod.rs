@@ -23,13 +23,13 @@
 //! IAM Credentials `generateAccessToken`. STS and IAM endpoints come from
 //! flags only, never from an annotation.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cloud_access::SecureEndpoint;
 use cloud_access::gcp::{self, GceMetadata};
 use url::Url;
 
-use super::{BackendError, CredentialBackend};
+use super::{BackendError, CredentialBackend, NoPodToken, TimedOut, within_timeout};
 use crate::protocol::{CredentialRequest, Credentials};
 
 mod dockercfg;
@@ -42,8 +42,6 @@ pub use identity::{
     DEFAULT_SERVICE_ACCOUNT_ANNOTATION, Identity, WORKLOAD_IDENTITY_ANNOTATION, account_allowed, check_service_account,
     identity,
 };
-
-const USER_AGENT: &str = concat!("cloud-credential-provider/", env!("CARGO_PKG_VERSION"));
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthFlow {
@@ -140,9 +138,9 @@ pub enum GcpBackendError {
     )]
     NotConfigured,
     #[error(
-        "the pod's service account opts in to workload identity ({WORKLOAD_IDENTITY_ANNOTATION}), but kubelet sent {what}: give this provider apiVersion credentialprovider.kubelet.k8s.io/v1 and tokenAttributes (serviceAccountTokenAudience, cacheType: ServiceAccount) in the kubelet CredentialProviderConfig"
+        "the pod's service account opts in to workload identity ({WORKLOAD_IDENTITY_ANNOTATION}), but kubelet sent {0}: give this provider apiVersion credentialprovider.kubelet.k8s.io/v1 and tokenAttributes (serviceAccountTokenAudience, cacheType: ServiceAccount) in the kubelet CredentialProviderConfig"
     )]
-    NoToken { what: &'static str },
+    NoToken(NoPodToken),
     #[error(
         "service-account annotation {key}=\"{value}\" is not a Google service account ({problem}): use NAME@PROJECT.iam.gserviceaccount.com"
     )]
@@ -168,10 +166,8 @@ pub enum GcpBackendError {
         #[source]
         source: Box<gcp::GcpError>,
     },
-    #[error(
-        "no answer within --timeout {timeout:?} ({flow} flow): check that the metadata server and Google's APIs are reachable from the node, or raise --timeout (below kubelet's 1m limit)"
-    )]
-    Timeout { timeout: Duration, flow: &'static str },
+    #[error(transparent)]
+    TimedOut(#[from] TimedOut),
     #[error(transparent)]
     Api(#[from] Box<gcp::GcpError>),
     #[error("{0}")]
@@ -192,9 +188,8 @@ impl GcpBackend {
         let identity = identity(&self.settings, &request.service_account_annotations)?;
         let flow = self.settings.flow;
         tracing::debug!(flow = flow.name(), identity = ?identity, image = %request.image, "gcp");
-        let timeout = self.settings.timeout;
-        let deadline = Instant::now() + timeout;
-        let work = async {
+        let waiting_for = || format!("the metadata server or Google's APIs ({} flow)", flow.name());
+        let work = |deadline| async move {
             match (flow, identity) {
                 (AuthFlow::Gcr, Identity::Node) => {
                     let token = self.node_token().await?;
@@ -208,12 +203,7 @@ impl GcpBackend {
                 (AuthFlow::DockercfgUrl, _) => self.dockercfg_url().await,
             }
         };
-        tokio::time::timeout(timeout, work)
-            .await
-            .map_err(|_| GcpBackendError::Timeout {
-                timeout,
-                flow: flow.name(),
-            })?
+        within_timeout(self.settings.timeout, waiting_for, work).await
     }
 
     fn metadata(&self) -> Result<GceMetadata, GcpBackendError> {
