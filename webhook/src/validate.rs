@@ -215,18 +215,18 @@ pub fn judge(
             let listed = found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             let cause = format!("{identity}: {listed} (found by {})", resolved.source);
             match config.on_contradiction {
-                OnContradiction::Deny => finish(
-                    forbidden(
-                        response,
-                        format!(
-                            "{cause}; pods using it could be scheduled where it cannot be attached (--on-contradiction=deny)"
-                        ),
-                    ),
-                    Outcome::Contradicts,
-                    source,
-                    result,
-                    Vec::new(),
-                ),
+                OnContradiction::Deny => {
+                    let refusal = format!(
+                        "{cause}; pods using it could be scheduled where it cannot be attached (--on-contradiction=deny)"
+                    );
+                    finish(
+                        forbidden(response, refusal),
+                        Outcome::Contradicts,
+                        source,
+                        result,
+                        Vec::new(),
+                    )
+                }
                 OnContradiction::Warn => finish(
                     response,
                     Outcome::Contradicts,
