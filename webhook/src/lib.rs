@@ -16,14 +16,10 @@
 
 mod answer;
 pub mod audit;
-pub mod azure;
 pub mod builtin;
 pub mod certs;
-pub mod cinder;
 pub mod cli;
 pub mod decision;
-pub mod ebs;
-pub mod gce;
 pub mod lookup;
 pub mod metrics;
 pub mod model;
@@ -37,7 +33,6 @@ pub mod source;
 pub mod tls;
 pub mod topology;
 pub mod validate;
-pub mod vsphere;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -69,7 +64,7 @@ pub enum Error {
     #[error("{0} received during shutdown: stopped without draining")]
     Interrupted(&'static str),
     #[error("--aws-ebs-lookup: {0}")]
-    Ebs(#[from] ebs::EbsSetupError),
+    Ebs(#[from] lookup::ebs::EbsSetupError),
     #[error("--aws-ebs-lookup needs a region: set --aws-region (or AWS_REGION)")]
     NoRegion,
     #[error("--aws-region \"{0}\" is not an AWS region: use a name such as us-east-1")]
@@ -77,7 +72,7 @@ pub enum Error {
     #[error("--aws-ebs-lookup: {0}")]
     AwsConfig(#[from] cloud_access::aws::AwsConfigError),
     #[error("--gce-lookup: {0}")]
-    Gce(#[from] gce::GceSetupError),
+    Gce(#[from] lookup::gce::GceSetupError),
     /// A bad `GCE_METADATA_HOST` (the message names it).
     #[error("--gce-lookup: {0}")]
     GceMetadata(#[source] cloud_access::gcp::GcpError),
@@ -88,13 +83,13 @@ pub enum Error {
     GceScope {
         flag: &'static str,
         #[source]
-        source: gce::ScopeError,
+        source: lookup::gce::ScopeError,
     },
     /// The cloud config (the message names its path).
     #[error("--azure-config: {0}")]
     AzureConfig(#[source] cloud_access::azure::AzureConfigError),
     #[error("--azure-disk-lookup: {0}")]
-    Azure(#[from] azure::AzureSetupError),
+    Azure(#[from] lookup::azure::AzureSetupError),
     /// A bad `--azure-*-endpoint` (the message names it).
     #[error(transparent)]
     AzureEndpoint(cloud_access::EndpointError),
@@ -113,7 +108,7 @@ pub enum Error {
         source: cloud_access::openstack::OpenStackConfigError,
     },
     #[error("--openstack-cinder-lookup: {0}")]
-    Cinder(#[from] cinder::CinderSetupError),
+    Cinder(#[from] lookup::cinder::CinderSetupError),
     /// The vSphere config (the message names its path and field).
     #[error("--vsphere-config: {0}")]
     VsphereConfig(#[source] cloud_access::vsphere::ConfigError),
@@ -123,7 +118,7 @@ pub enum Error {
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
     #[error("--vsphere-lookup: {0}")]
-    Vsphere(#[source] vsphere::VsphereSetupError),
+    Vsphere(#[source] lookup::vsphere::VsphereSetupError),
     /// A bad `--vsphere-endpoint` (the message names it).
     #[error(transparent)]
     VsphereEndpoint(cloud_access::EndpointError),

@@ -5,10 +5,10 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::builtin::{self, Builtin, csi_zone_key};
-use crate::lookup::{LookupError, TopologyLookup};
+use crate::lookup::{CLOUDS, Cloud, LookupError, Timeout, TopologyLookup};
 pub use crate::model::{AffinityKeys, LookupFailure, Resolution, Resolved, TopologySource};
 use crate::rules::Rules;
 use crate::source::{VolumeIdentity, VolumeKind};
@@ -27,6 +27,8 @@ pub struct Resolver {
     rules: Rules,
     lookups: Vec<Arc<dyn TopologyLookup>>,
     deadline: Duration,
+    /// The clouds whose flags the hints name ([`CLOUDS`] unless set).
+    clouds: &'static [Cloud],
 }
 
 impl fmt::Debug for Resolver {
@@ -47,6 +49,7 @@ impl Resolver {
             rules,
             lookups: Vec::new(),
             deadline: DEFAULT_LOOKUP_DEADLINE,
+            clouds: CLOUDS,
         }
     }
 
@@ -64,8 +67,16 @@ impl Resolver {
         self
     }
 
-    /// Whether something here (built-in knowledge, a rule, a lookup) is about this kind of
-    /// volume; unknown kinds are left alone silently.
+    /// Sets the clouds whose flags are hinted for volumes nothing answers for
+    /// ([`CLOUDS`] by default; tests give their own).
+    #[must_use]
+    pub fn with_clouds(mut self, clouds: &'static [Cloud]) -> Self {
+        self.clouds = clouds;
+        self
+    }
+
+    /// Whether something here (built-in knowledge, a rule, a lookup, on or off) is about
+    /// this kind of volume; unknown kinds are left alone silently.
     pub fn recognizes(&self, volume: &VolumeIdentity) -> bool {
         match &volume.kind {
             VolumeKind::InTree(_) => true,
@@ -73,6 +84,7 @@ impl Resolver {
                 csi_zone_key(driver).is_some()
                     || self.rules.names(&volume.kind)
                     || self.lookups.iter().any(|l| l.handles(volume))
+                    || self.clouds.iter().any(|cloud| (cloud.answers_for)(volume))
             }
         }
     }
@@ -102,14 +114,19 @@ impl Resolver {
         }
         if let Some(lookup) = self.lookups.iter().find(|l| l.handles(volume)) {
             let source = TopologySource::Lookup(lookup.name().to_owned());
-            let answer = tokio::time::timeout(self.deadline, lookup.lookup(volume))
-                .await
-                .unwrap_or_else(|_| Err(LookupError::timed_out(self.deadline, lookup.endpoint())));
+            let deadline = Instant::now() + self.deadline;
+            let answer = tokio::select! {
+                // The deadline first: when the lookup's calls end at the same instant, the
+                // answer is the resolver's timeout, naming the lookup's endpoint.
+                biased;
+                () = tokio::time::sleep_until(deadline.into()) => Err(LookupError::timed_out(lookup.endpoint())),
+                answer = lookup.lookup(volume, deadline) => answer,
+            };
             return match answer {
                 Ok(topology) => found(volume, topology, source, None, Vec::new()),
                 Err(error) => Resolution::LookupFailed {
                     lookup: lookup.name().to_owned(),
-                    error: failure(error),
+                    error: failure(error, self.deadline),
                 },
             };
         }
@@ -122,19 +139,11 @@ impl Resolver {
             return found(volume, topology, TopologySource::Builtin, None, vec![note]);
         }
         if self.recognizes(volume) {
-            let flag = if crate::ebs::volume_id(volume).is_some() {
-                "--aws-ebs-lookup (or --rules)"
-            } else if crate::gce::disk_ref(volume).is_some() {
-                "--gce-lookup (or --rules)"
-            } else if crate::azure::disk_uri(volume).is_some() {
-                "--azure-disk-lookup (or --rules)"
-            } else if crate::cinder::volume_id(volume).is_some() {
-                "--openstack-cinder-lookup (or --rules)"
-            } else if crate::vsphere::handle(volume).is_some() {
-                "--vsphere-lookup (or --rules)"
-            } else {
-                "--rules"
-            };
+            let flag = self
+                .clouds
+                .iter()
+                .find(|cloud| (cloud.answers_for)(volume))
+                .map_or("--rules", |cloud| cloud.hint);
             Resolution::NotConfigured { flag }
         } else {
             Resolution::Unrecognized
@@ -157,10 +166,14 @@ fn found(
     })
 }
 
-/// A lookup's error as the decision sees it (the same message).
-fn failure(error: LookupError) -> LookupFailure {
+/// A lookup's error as the decision sees it (the same message); a timeout is told with
+/// the budget it ran out of, the resolver's.
+fn failure(error: LookupError, budget: Duration) -> LookupFailure {
     match error {
-        LookupError::TimedOut(timeout) => LookupFailure::TimedOut(timeout),
+        LookupError::TimedOut { endpoint } => LookupFailure::TimedOut(Timeout {
+            after: budget,
+            endpoint,
+        }),
         other => LookupFailure::Failed(other.to_string()),
     }
 }

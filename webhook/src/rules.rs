@@ -72,7 +72,7 @@ pub enum RulesError {
 pub struct LookupScope {
     pub flag: &'static str,
     pub driver: &'static str,
-    pub in_tree: InTree,
+    pub in_tree: Option<InTree>,
 }
 
 /// Where a rule was written: file and index in its `rules` list.
@@ -242,7 +242,7 @@ impl Rules {
         for rule in &self.rules {
             let shadowed = lookups.iter().find(|scope| match &rule.selector {
                 Selector::Driver(driver) => driver == scope.driver,
-                Selector::InTree(source) => *source == scope.in_tree,
+                Selector::InTree(source) => Some(*source) == scope.in_tree,
             });
             if let Some(scope) = shadowed {
                 return Err(RulesError::ShadowsLookup {
@@ -358,7 +358,7 @@ mod tests {
     const CINDER: LookupScope = LookupScope {
         flag: "--openstack-cinder-lookup",
         driver: "cinder.csi.openstack.org",
-        in_tree: InTree::Cinder,
+        in_tree: Some(InTree::Cinder),
     };
 
     fn rules(text: &str) -> Rules {
@@ -388,7 +388,7 @@ mod tests {
         let vsphere = LookupScope {
             flag: "--vsphere-lookup",
             driver: "csi.vsphere.vmware.com",
-            in_tree: InTree::VsphereVolume,
+            in_tree: Some(InTree::VsphereVolume),
         };
         assert!(matches!(
             both.refuse_shadowing(&[vsphere]),

@@ -8,15 +8,13 @@ use std::sync::Arc;
 use cloud_access::aws::AwsConfig;
 use cloud_access::aws::endpoints::valid_region;
 
-use crate::builtin::{AZURE_DISK_DRIVER, CINDER_DRIVER, EBS_DRIVER, GCE_PD_DRIVER, VSPHERE_DRIVER};
-use crate::cli::{AzureArgs, DecisionArgs, GceArgs, OpenStackArgs, TopologyArgs, VsphereArgs};
-use crate::lookup::{CachedLookup, TopologyLookup};
+use crate::Error;
+use crate::cli::{DecisionArgs, TopologyArgs};
+use crate::lookup::{CLOUDS, CachedLookup, Cloud, TopologyLookup, azure, cinder, ebs, gce, vsphere};
 use crate::metrics::Metrics;
 use crate::resolve::Resolver;
 use crate::review::Reviewer;
 use crate::rules::{LookupScope, Rules};
-use crate::source::InTree;
-use crate::{Error, azure, cinder, ebs, gce, vsphere};
 
 /// Builds the reviewer the topology and decision flags describe; a bad rules file or
 /// lookup setting is refused here, at start-up.
@@ -31,87 +29,43 @@ pub fn reviewer(
 /// Builds the resolver the topology flags describe (the rules, each lookup they turn on,
 /// behind its cache): the one piece `serve`, `review` and `audit` resolve with.
 pub fn resolver(topology: &TopologyArgs, metrics: Option<&Metrics>) -> Result<Resolver, Error> {
+    resolver_of(CLOUDS, topology, metrics)
+}
+
+/// [`resolver`] with these clouds instead of [`CLOUDS`] (tests): each one's flag is
+/// read, its lookup built when on and added in the table's order, and its volumes kept
+/// from the rules; the resolver hints their flags.
+pub fn resolver_of(
+    clouds: &'static [Cloud],
+    topology: &TopologyArgs,
+    metrics: Option<&Metrics>,
+) -> Result<Resolver, Error> {
+    let enabled: Vec<&Cloud> = clouds.iter().filter(|cloud| (cloud.enabled)(topology)).collect();
     let rules = Rules::load(&topology.rules)?;
-    rules.refuse_shadowing(&enabled_lookups(topology))?;
-    let mut resolver = Resolver::new(rules).with_deadline(topology.lookup_timeout);
-    let cached = |lookup: Box<dyn TopologyLookup>, counter: &str| -> Arc<dyn TopologyLookup> {
-        let mut cached = CachedLookup::new(lookup, topology.lookup_cache_size, topology.lookup_cache_ttl);
+    let scopes: Vec<LookupScope> = enabled.iter().map(|cloud| cloud.scope()).collect();
+    rules.refuse_shadowing(&scopes)?;
+    let mut resolver = Resolver::new(rules)
+        .with_deadline(topology.lookup_timeout)
+        .with_clouds(clouds);
+    for cloud in enabled {
+        let mut cached = CachedLookup::new(
+            (cloud.build)(topology)?,
+            topology.lookup_cache_size,
+            topology.lookup_cache_ttl,
+        );
         if let Some(metrics) = metrics {
-            cached = cached.with_counters(metrics.cache_counters(counter));
+            cached = cached.with_counters(metrics.cache_counters(cloud.name));
         }
-        Arc::new(cached)
-    };
-    if topology.aws.aws_ebs_lookup {
-        resolver = resolver.with_lookup(cached(Box::new(ebs_lookup(topology)?), ebs::NAME));
-    }
-    if topology.gce.gce_lookup {
-        resolver = resolver.with_lookup(cached(Box::new(gce_lookup(&topology.gce, topology)?), gce::NAME));
-    }
-    if topology.azure.azure_disk_lookup {
-        let lookup = azure_lookup(&topology.azure, topology)?;
-        resolver = resolver.with_lookup(cached(Box::new(lookup), azure::NAME));
-    }
-    if topology.openstack.openstack_cinder_lookup {
-        let lookup = cinder_lookup(&topology.openstack, topology)?;
-        resolver = resolver.with_lookup(cached(Box::new(lookup), cinder::NAME));
-    }
-    if topology.vsphere.vsphere_lookup {
-        let lookup = vsphere_lookup(&topology.vsphere, topology)?;
-        resolver = resolver.with_lookup(cached(Box::new(lookup), vsphere::NAME));
+        resolver = resolver.with_lookup(Arc::new(cached));
     }
     Ok(resolver)
 }
 
-/// Each cloud lookup's flag and the volumes it answers for (its `handles`: the CSI
-/// driver and the in-tree type), in the order [`resolver`] adds them.
-const LOOKUP_SCOPES: [LookupScope; 5] = [
-    LookupScope {
-        flag: "--aws-ebs-lookup",
-        driver: EBS_DRIVER,
-        in_tree: InTree::AwsElasticBlockStore,
-    },
-    LookupScope {
-        flag: "--gce-lookup",
-        driver: GCE_PD_DRIVER,
-        in_tree: InTree::GcePersistentDisk,
-    },
-    LookupScope {
-        flag: "--azure-disk-lookup",
-        driver: AZURE_DISK_DRIVER,
-        in_tree: InTree::AzureDisk,
-    },
-    LookupScope {
-        flag: "--openstack-cinder-lookup",
-        driver: CINDER_DRIVER,
-        in_tree: InTree::Cinder,
-    },
-    LookupScope {
-        flag: "--vsphere-lookup",
-        driver: VSPHERE_DRIVER,
-        in_tree: InTree::VsphereVolume,
-    },
-];
-
-/// The scopes of the lookups the flags turn on: no rule may be written for them.
-fn enabled_lookups(topology: &TopologyArgs) -> Vec<LookupScope> {
-    let enabled = [
-        topology.aws.aws_ebs_lookup,
-        topology.gce.gce_lookup,
-        topology.azure.azure_disk_lookup,
-        topology.openstack.openstack_cinder_lookup,
-        topology.vsphere.vsphere_lookup,
-    ];
-    LOOKUP_SCOPES
-        .into_iter()
-        .zip(enabled)
-        .filter_map(|(scope, on)| on.then_some(scope))
-        .collect()
-}
-
 /// The vSphere lookup the `--vsphere-*` flags describe: the CSI driver's config read
 /// here (its password used at the first lookup).
-fn vsphere_lookup(args: &VsphereArgs, topology: &TopologyArgs) -> Result<vsphere::VsphereLookup, Error> {
+pub(crate) fn vsphere_lookup(topology: &TopologyArgs) -> Result<Arc<dyn TopologyLookup>, Error> {
     use cloud_access::vsphere::VsphereError;
+    let args = &topology.vsphere;
     let settings = vsphere::VsphereSettings {
         config_file: args.vsphere_config.clone(),
         server: endpoint_flag("--vsphere-endpoint", args.vsphere_endpoint.as_deref())
@@ -120,19 +74,21 @@ fn vsphere_lookup(args: &VsphereArgs, topology: &TopologyArgs) -> Result<vsphere
         region_category: args.vsphere_region_category.clone(),
         allow_insecure: args.vsphere_allow_insecure_tls,
     };
-    vsphere::VsphereLookup::new(settings, topology.lookup_timeout).map_err(|error| match error {
+    let lookup = vsphere::VsphereLookup::new(settings, topology.lookup_timeout).map_err(|error| match error {
         vsphere::VsphereSetupError::Client(source @ VsphereError::InsecureRefused { .. }) => {
             Error::VsphereInsecure(source)
         }
         vsphere::VsphereSetupError::Config(source) => Error::VsphereConfig(source),
         error => Error::Vsphere(error),
-    })
+    })?;
+    Ok(Arc::new(lookup))
 }
 
 /// The Cinder lookup the `--openstack-*` flags describe: cloud.conf, or a cloud of a
 /// clouds.yaml when `--os-cloud` names one.
-fn cinder_lookup(args: &OpenStackArgs, topology: &TopologyArgs) -> Result<cinder::CinderLookup, Error> {
+pub(crate) fn cinder_lookup(topology: &TopologyArgs) -> Result<Arc<dyn TopologyLookup>, Error> {
     use cloud_access::openstack::{OpenStackConfig, OpenStackConfigError};
+    let args = &topology.openstack;
     let allow_insecure = args.openstack_allow_insecure_tls;
     let cloud = args.os_cloud.as_deref().map(str::trim).filter(|c| !c.is_empty());
     let (flag, read) = match cloud {
@@ -149,18 +105,19 @@ fn cinder_lookup(args: &OpenStackArgs, topology: &TopologyArgs) -> Result<cinder
         OpenStackConfigError::InsecureRefused { .. } => Error::OpenStackInsecure { flag, source },
         source => Error::OpenStackConfig { flag, source },
     })?;
-    Ok(cinder::CinderLookup::new(&config, topology.lookup_timeout)?)
+    Ok(Arc::new(cinder::CinderLookup::new(&config, topology.lookup_timeout)?))
 }
 
 /// The EBS lookup: the region from `--aws-region`, else the AWS chain's variables.
-fn ebs_lookup(topology: &TopologyArgs) -> Result<ebs::EbsLookup, Error> {
+pub(crate) fn ebs_lookup(topology: &TopologyArgs) -> Result<Arc<dyn TopologyLookup>, Error> {
     let aws = AwsConfig::from_env();
     let region = match topology.aws.aws_region.as_deref().filter(|r| !r.is_empty()) {
         Some(flag) if valid_region(flag) => flag.to_owned(),
         Some(flag) => return Err(Error::BadRegion(cloud_access::logging::clean_text(flag, &[], 64))),
         None => aws.region()?.ok_or(Error::NoRegion)?.to_owned(),
     };
-    Ok(ebs::EbsLookup::new(region, topology.lookup_timeout, aws)?.with_region_hint("set --aws-region"))
+    let lookup = ebs::EbsLookup::new(region, topology.lookup_timeout, aws)?.with_region_hint("set --aws-region");
+    Ok(Arc::new(lookup))
 }
 
 /// An optional endpoint flag: unset or blank is none.
@@ -178,7 +135,8 @@ fn endpoint_flag(
 /// The Azure disk lookup the `--azure-*` flags describe: the cloud config read here,
 /// with the workload identity variables Azure's webhook puts in the pod
 /// (`AZURE_CLIENT_ID`, `AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`) over it.
-fn azure_lookup(args: &AzureArgs, topology: &TopologyArgs) -> Result<azure::AzureDiskLookup, Error> {
+pub(crate) fn azure_lookup(topology: &TopologyArgs) -> Result<Arc<dyn TopologyLookup>, Error> {
+    let args = &topology.azure;
     let config = cloud_access::azure::AzureConfig::read(&args.azure_config)
         .map_err(Error::AzureConfig)?
         .with_workload_identity_env(|name| std::env::var(name).ok());
@@ -188,16 +146,17 @@ fn azure_lookup(args: &AzureArgs, topology: &TopologyArgs) -> Result<azure::Azur
         authority_host: endpoint("--azure-authority-endpoint", &args.azure_authority_endpoint)?,
         imds: endpoint("--azure-imds-endpoint", &args.azure_imds_endpoint)?,
     };
-    Ok(
+    let lookup =
         azure::AzureDiskLookup::new(&config, &endpoints, topology.lookup_timeout)?.with_hints(azure::AzureHints {
             identity: "the identity of --azure-config",
-        }),
-    )
+        });
+    Ok(Arc::new(lookup))
 }
 
 /// The GCE lookup the `--gce-*` flags describe: the metadata server from
 /// `GCE_METADATA_HOST` (else Google's name).
-fn gce_lookup(args: &GceArgs, topology: &TopologyArgs) -> Result<gce::GceLookup, Error> {
+pub(crate) fn gce_lookup(topology: &TopologyArgs) -> Result<Arc<dyn TopologyLookup>, Error> {
+    let args = &topology.gce;
     let scope = gce::GceScope::new(args.gce_project.as_deref(), args.gce_region.as_deref(), &args.gce_zones).map_err(
         |source| Error::GceScope {
             flag: match source.setting() {
@@ -215,30 +174,17 @@ fn gce_lookup(args: &GceArgs, topology: &TopologyArgs) -> Result<gce::GceLookup,
     )
     .map_err(Error::GceEndpoint)?;
     let metadata = cloud_access::gcp::GceMetadata::from_env(topology.lookup_timeout).map_err(Error::GceMetadata)?;
-    Ok(
-        gce::GceLookup::new(metadata, &endpoint, scope, topology.lookup_timeout)?.with_hints(gce::GceHints {
-            project: "set --gce-project",
-            location: "set --gce-region or --gce-zones",
-        }),
-    )
+    let lookup = gce::GceLookup::new(metadata, &endpoint, scope, topology.lookup_timeout)?.with_hints(gce::GceHints {
+        project: "set --gce-project",
+        location: "set --gce-region or --gce-zones",
+    });
+    Ok(Arc::new(lookup))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::source::{VolumeIdentity, VolumeKind};
-
-    /// Whether the lookup behind `flag` answers for a volume (each cloud's own test).
-    fn answers(flag: &str, volume: &VolumeIdentity) -> bool {
-        match flag {
-            "--aws-ebs-lookup" => ebs::volume_id(volume).is_some(),
-            "--gce-lookup" => gce::disk_ref(volume).is_some(),
-            "--azure-disk-lookup" => azure::disk_uri(volume).is_some(),
-            "--openstack-cinder-lookup" => cinder::volume_id(volume).is_some(),
-            "--vsphere-lookup" => vsphere::handle(volume).is_some(),
-            other => panic!("no lookup behind {other}"),
-        }
-    }
 
     /// A handle each lookup answers for in both forms, CSI and in-tree.
     fn handle(flag: &str, kind: &VolumeKind) -> &'static str {
@@ -252,12 +198,22 @@ mod tests {
 
     #[test]
     fn each_scope_is_what_its_lookup_answers_for() {
-        for scope in LOOKUP_SCOPES {
-            for other in LOOKUP_SCOPES {
+        let answers = |flag: &str, volume: &VolumeIdentity| match flag {
+            "--aws-ebs-lookup" => ebs::volume_id(volume).is_some(),
+            "--gce-lookup" => gce::disk_ref(volume).is_some(),
+            "--azure-disk-lookup" => azure::disk_uri(volume).is_some(),
+            "--openstack-cinder-lookup" => cinder::volume_id(volume).is_some(),
+            "--vsphere-lookup" => vsphere::handle(volume).is_some(),
+            other => panic!("no lookup behind {other}"),
+        };
+        for cloud in CLOUDS {
+            let scope = cloud.scope();
+            for other in CLOUDS.iter().map(Cloud::scope) {
                 let csi = VolumeKind::Csi {
                     driver: other.driver.to_owned(),
                 };
-                for kind in [csi, VolumeKind::InTree(other.in_tree)] {
+                let in_tree = other.in_tree.map(VolumeKind::InTree);
+                for kind in std::iter::once(csi).chain(in_tree) {
                     let volume = match &kind {
                         VolumeKind::Csi { driver } => VolumeIdentity::csi(driver, handle(other.flag, &kind)),
                         VolumeKind::InTree(source) => VolumeIdentity::in_tree(*source, handle(other.flag, &kind)),
@@ -267,6 +223,12 @@ mod tests {
                         scope == other,
                         "{} and {volume}",
                         scope.flag
+                    );
+                    assert_eq!(
+                        (cloud.answers_for)(&volume),
+                        scope == other,
+                        "{} and {volume}",
+                        cloud.name
                     );
                 }
             }

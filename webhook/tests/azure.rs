@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use cloud_access::SecureEndpoint;
 use cloud_access::azure::AzureConfig;
 use common::{Answer, assert_idempotent, create_review, csi, patched, pv, review_binary};
-use pv_topology_webhook::azure::{AzureDiskLookup, AzureEndpoints};
 use pv_topology_webhook::decision::DecisionConfig;
+use pv_topology_webhook::lookup::azure::{AzureDiskLookup, AzureEndpoints};
 use pv_topology_webhook::lookup::{CachedLookup, LookupError, TopologyLookup};
 use pv_topology_webhook::metrics::Metrics;
 use pv_topology_webhook::resolve::Resolver;
@@ -284,25 +284,36 @@ fn in_tree_volume(name: &str) -> VolumeIdentity {
 }
 
 #[tokio::test]
-async fn the_lookup_keeps_its_own_deadline() {
+async fn the_lookup_ends_at_the_deadline_it_is_given() {
     let fake = start(|_| {});
     let deadline = Duration::from_millis(300);
     let started = Instant::now();
     let error = lookup(&fake, "managed-identity.json", deadline)
-        .lookup(&in_tree_volume("pvc-slow"))
+        .lookup(&in_tree_volume("pvc-slow"), common::within(deadline))
         .await
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     // The disk's URL at Resource Manager, where the time ran out (no api-version query).
-    let LookupError::TimedOut(timeout) = &error else {
+    let LookupError::TimedOut { endpoint } = &error else {
         panic!("a timeout: {error}")
     };
-    assert_eq!(timeout.after, deadline);
-    let endpoint = timeout.endpoint.as_deref().unwrap_or_default();
+    let endpoint = endpoint.as_deref().unwrap_or_default();
     assert!(
         endpoint.starts_with(&fake.base()) && endpoint.ends_with("/disks/pvc-slow"),
         "{error}"
     );
+    // Told by the resolver, whose budget it is.
+    let resolver = Resolver::new(Rules::default())
+        .with_lookup(Arc::new(lookup(&fake, "managed-identity.json", deadline)))
+        .with_deadline(deadline);
+    let pv_topology_webhook::resolve::Resolution::LookupFailed {
+        error: pv_topology_webhook::resolve::LookupFailure::TimedOut(timeout),
+        ..
+    } = resolver.resolve(&in_tree_volume("pvc-slow")).await
+    else {
+        panic!("a timeout")
+    };
+    assert_eq!(timeout.after, deadline);
 }
 
 #[tokio::test]
@@ -313,11 +324,11 @@ async fn an_expiring_token_is_refreshed() {
     let fake = start(|scenario| scenario["imds"]["identity"]["expires_in"] = json!(4));
     let lookup = lookup(&fake, "managed-identity.json", Duration::from_secs(5));
     let zonal = in_tree_volume("pvc-zonal");
-    lookup.lookup(&zonal).await.unwrap();
-    lookup.lookup(&zonal).await.unwrap();
+    lookup.lookup(&zonal, common::soon()).await.unwrap();
+    lookup.lookup(&zonal, common::soon()).await.unwrap();
     assert_eq!(fake.requests(IMDS_TOKEN), 1);
     tokio::time::sleep(Duration::from_millis(2300)).await;
-    let topology = lookup.lookup(&zonal).await.unwrap();
+    let topology = lookup.lookup(&zonal, common::soon()).await.unwrap();
     assert_eq!(topology.zones(), ["eastus-2"]);
     assert_eq!(fake.requests(IMDS_TOKEN), 2);
     assert_eq!(fake.requests(&disk_get("pvc-zonal")), 3);
@@ -588,7 +599,10 @@ async fn a_custom_clouds_endpoints_and_audience_are_discovered() {
     };
     let lookup = AzureDiskLookup::new(&config, &endpoints, Duration::from_secs(5)).unwrap();
     for _ in 0..2 {
-        let error = lookup.lookup(&in_tree_volume("pvc-zonal")).await.unwrap_err();
+        let error = lookup
+            .lookup(&in_tree_volume("pvc-zonal"), common::soon())
+            .await
+            .unwrap_err();
         assert!(
             error.to_string().contains("InvalidAuthenticationTokenAudience"),
             "{error}"

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use cloud_access::openstack::OpenStackConfig;
 use common::{Answer, create_review, csi, patched, pv};
-use pv_topology_webhook::cinder::{CinderLookup, NAME};
 use pv_topology_webhook::decision::DecisionConfig;
+use pv_topology_webhook::lookup::cinder::{CinderLookup, NAME};
 use pv_topology_webhook::lookup::{CachedLookup, LookupError, TopologyLookup};
 use pv_topology_webhook::resolve::Resolver;
 use pv_topology_webhook::review::Reviewer;
@@ -138,7 +138,7 @@ async fn in_tree_and_csi_volumes_get_zone_and_region_sharing_one_cache_entry() {
 async fn a_volume_without_an_az_and_ignore_volume_az_give_the_region_only() {
     let fake = Fake::start();
     let lookup = lookup_of(&config(&fake), Duration::from_secs(5));
-    let topology = lookup.lookup(&in_tree(NO_AZ)).await.unwrap();
+    let topology = lookup.lookup(&in_tree(NO_AZ), common::soon()).await.unwrap();
     assert_eq!(zones_and_region(&topology), region_only("RegionOne"));
 
     let ignoring = config_with(
@@ -149,18 +149,21 @@ async fn a_volume_without_an_az_and_ignore_volume_az_give_the_region_only() {
     );
     assert!(ignoring.ignore_volume_az);
     let lookup = lookup_of(&ignoring, Duration::from_secs(5));
-    let topology = lookup.lookup(&VolumeIdentity::csi(DRIVER, ZONAL)).await.unwrap();
+    let topology = lookup
+        .lookup(&VolumeIdentity::csi(DRIVER, ZONAL), common::soon())
+        .await
+        .unwrap();
     assert_eq!(zones_and_region(&topology), region_only("RegionOne"));
     // The volume is still read: an unknown one is an error, not a label.
     assert_eq!(fake.requests(&get("r1-public/v3", ZONAL)), 1);
-    assert!(lookup.lookup(&in_tree(UNKNOWN)).await.is_err());
+    assert!(lookup.lookup(&in_tree(UNKNOWN), common::soon()).await.is_err());
 }
 
 #[tokio::test]
 async fn an_unknown_volume_names_the_volume_the_endpoint_and_cinders_message() {
     let fake = Fake::start();
     let lookup = lookup_of(&config(&fake), Duration::from_secs(5));
-    let error = lookup.lookup(&in_tree(UNKNOWN)).await.unwrap_err();
+    let error = lookup.lookup(&in_tree(UNKNOWN), common::soon()).await.unwrap_err();
     let LookupError::Failed(message) = &error else {
         panic!("{error:?}");
     };
@@ -175,7 +178,10 @@ async fn an_unknown_volume_names_the_volume_the_endpoint_and_cinders_message() {
         "{message}"
     );
     // A handle that cannot be a volume ID is refused before any call.
-    let error = lookup.lookup(&in_tree("../../v3/other")).await.unwrap_err();
+    let error = lookup
+        .lookup(&in_tree("../../v3/other"), common::soon())
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("volume ID"), "{error}");
     assert_eq!(fake.requests(TOKENS), 1);
 }
@@ -190,7 +196,7 @@ async fn wrong_credentials_carry_keystones_text_never_the_secret() {
         &format!("{APP_CREDENTIAL}application-credential-secret = {wrong}\n"),
     );
     let error = lookup_of(&bad, Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap_err()
         .to_string();
@@ -207,7 +213,7 @@ async fn wrong_credentials_carry_keystones_text_never_the_secret() {
         "username = cinder-reader\nuser-domain-name = Default\npassword = not-the-password-456\ntenant-id = 0123456789abcdef0123456789abcdef\n",
     );
     let error = lookup_of(&bad, Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap_err()
         .to_string();
@@ -230,7 +236,7 @@ async fn passwords_trusts_and_clouds_yaml_entries_authenticate() {
         ),
     ] {
         let topology = lookup_of(&config_with(&fake, &extra), Duration::from_secs(5))
-            .lookup(&in_tree(ZONAL))
+            .lookup(&in_tree(ZONAL), common::soon())
             .await
             .unwrap_or_else(|e| panic!("{extra}: {e}"));
         assert_eq!(zones_and_region(&topology), zoned("nova-az1", "RegionOne"));
@@ -243,7 +249,7 @@ async fn passwords_trusts_and_clouds_yaml_entries_authenticate() {
     std::fs::write(&path, yaml).unwrap();
     let config = OpenStackConfig::read_clouds_yaml(&path, "appcred", false).unwrap();
     let topology = lookup_of(&config, Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap();
     assert_eq!(zones_and_region(&topology), zoned("nova-az1", "RegionOne"));
@@ -254,12 +260,12 @@ async fn passwords_trusts_and_clouds_yaml_entries_authenticate() {
 async fn a_token_cinder_refuses_is_replaced_once() {
     let fake = Fake::with(|s| s["cinder"]["unauthorized_once"] = true.into());
     let lookup = lookup_of(&config(&fake), Duration::from_secs(5));
-    let topology = lookup.lookup(&in_tree(ZONAL)).await.unwrap();
+    let topology = lookup.lookup(&in_tree(ZONAL), common::soon()).await.unwrap();
     assert_eq!(zones_and_region(&topology), zoned("nova-az1", "RegionOne"));
     assert_eq!(fake.requests(TOKENS), 2, "a fresh token after the 401");
     assert_eq!(fake.requests(&get("r1-public/v3", ZONAL)), 2);
     // The fresh token is kept.
-    lookup.lookup(&in_tree(NO_AZ)).await.unwrap();
+    lookup.lookup(&in_tree(NO_AZ), common::soon()).await.unwrap();
     assert_eq!(fake.requests(TOKENS), 2);
 }
 
@@ -274,7 +280,7 @@ async fn cinders_advice_only_when_cinder_refused_the_token() {
         &format!("user-id = u-0a1b2c3d\npassword = {PASSWORD}-wrong\ntenant-id = {PROJECT}\n"),
     );
     let error = lookup_of(&wrong, Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap_err()
         .to_string();
@@ -284,7 +290,7 @@ async fn cinders_advice_only_when_cinder_refused_the_token() {
     // Keystone's tokens expired when issued (a clock far off): Cinder refuses both.
     let fake = Fake::with(|s| s["keystone"]["expires_in"] = (-600).into());
     let error = lookup_of(&config(&fake), Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap_err()
         .to_string();
@@ -297,12 +303,12 @@ async fn cinders_advice_only_when_cinder_refused_the_token() {
 async fn a_token_is_refreshed_before_it_expires() {
     let fake = Fake::with(|s| s["keystone"]["expires_in"] = 2.into());
     let lookup = lookup_of(&config(&fake), Duration::from_secs(5));
-    lookup.lookup(&in_tree(ZONAL)).await.unwrap();
-    lookup.lookup(&in_tree(NO_AZ)).await.unwrap();
+    lookup.lookup(&in_tree(ZONAL), common::soon()).await.unwrap();
+    lookup.lookup(&in_tree(NO_AZ), common::soon()).await.unwrap();
     assert_eq!(fake.requests(TOKENS), 1, "still fresh");
     // Past half its life (the refresh margin of a short-lived token).
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    lookup.lookup(&in_tree(ZONAL)).await.unwrap();
+    lookup.lookup(&in_tree(ZONAL), common::soon()).await.unwrap();
     assert_eq!(fake.requests(TOKENS), 2);
 }
 
@@ -312,21 +318,25 @@ async fn a_slow_answer_past_the_deadline_times_out() {
     let deadline = Duration::from_millis(500);
     let lookup = lookup_of(&config(&fake), deadline);
     let started = Instant::now();
-    let error = lookup.lookup(&in_tree(SLOW)).await.unwrap_err();
-    // A timeout (lookups_total{result="timeout"}) naming the endpoint it waited for.
+    let error = lookup
+        .lookup(&in_tree(SLOW), common::within(deadline))
+        .await
+        .unwrap_err();
+    // A timeout (lookups_total{result="timeout"}) naming the endpoint it waited for
+    // (the resolver adds the budget: the_resolvers_deadline_names_the_volume_and_the_endpoint).
     let volume_url = format!("{}r1-public/v3/{PROJECT}/volumes/{SLOW}", fake.base());
-    assert_eq!(error, LookupError::timed_out(deadline, Some(volume_url.clone())));
-    assert_eq!(
-        error.to_string(),
-        format!("timed out after 500ms waiting for {volume_url}")
-    );
+    assert_eq!(error, LookupError::timed_out(Some(volume_url.clone())));
+    assert_eq!(error.to_string(), format!("timed out waiting for {volume_url}"));
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     // A slow Keystone too: its tokens URL is named.
     let fake = Fake::with(|s| s["keystone"]["delay_seconds"] = 3.into());
     let lookup = lookup_of(&config(&fake), deadline);
-    let error = lookup.lookup(&in_tree(ZONAL)).await.unwrap_err();
+    let error = lookup
+        .lookup(&in_tree(ZONAL), common::within(deadline))
+        .await
+        .unwrap_err();
     let tokens_url = format!("{}identity/v3/auth/tokens", fake.base());
-    assert_eq!(error, LookupError::timed_out(deadline, Some(tokens_url)));
+    assert_eq!(error, LookupError::timed_out(Some(tokens_url)));
 }
 
 #[tokio::test]
@@ -334,7 +344,7 @@ async fn the_resolvers_deadline_names_the_volume_and_the_endpoint() {
     use pv_topology_webhook::decision::OnLookupError;
     use pv_topology_webhook::model::{LookupFailure, Resolution, Timeout};
     let fake = Fake::start();
-    // The lookup's own deadline is far; the resolver's ends it, and asks the lookup
+    // The lookup's HTTP client's cap is far; the resolver's deadline ends it, and asks the lookup
     // (behind the cache) which endpoint it was waiting on.
     let cached = Arc::new(CachedLookup::new(
         lookup_of(&config(&fake), Duration::from_secs(10)),
@@ -387,7 +397,7 @@ async fn the_region_and_interface_pick_the_catalog_endpoint() {
     let secret = format!("{APP_CREDENTIAL}application-credential-secret = {APP_SECRET}\n");
     let two = config_with(&fake, &format!("{secret}region = RegionTwo\n"));
     let topology = lookup_of(&two, Duration::from_secs(5))
-        .lookup(&in_tree(REGION_TWO))
+        .lookup(&in_tree(REGION_TWO), common::soon())
         .await
         .unwrap();
     assert_eq!(zones_and_region(&topology), zoned("nova-az2", "RegionTwo"));
@@ -395,7 +405,7 @@ async fn the_region_and_interface_pick_the_catalog_endpoint() {
     for (interface, prefix) in [("internal", "r1-internal/v3"), ("admin", "r1-admin/v3")] {
         let config = config_with(&fake, &format!("{secret}os-endpoint-type = {interface}\n"));
         lookup_of(&config, Duration::from_secs(5))
-            .lookup(&in_tree(ZONAL))
+            .lookup(&in_tree(ZONAL), common::soon())
             .await
             .unwrap();
         assert_eq!(fake.requests(&get(prefix, ZONAL)), 1, "{interface}");
@@ -403,13 +413,13 @@ async fn the_region_and_interface_pick_the_catalog_endpoint() {
     assert_eq!(fake.requests(&get("r1-public/v3", ZONAL)), 0);
     // RegionOne's volume is not RegionTwo's.
     let error = lookup_of(&two, Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap_err();
     assert!(error.to_string().contains("itemNotFound"), "{error}");
     let three = config_with(&fake, &format!("{secret}region = RegionThree\n"));
     let error = lookup_of(&three, Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap_err()
         .to_string();
@@ -451,8 +461,13 @@ async fn no_secret_or_token_in_any_error_or_log_line() {
     });
     let mut errors = Vec::new();
     let good = lookup_of(&config(&fake), Duration::from_secs(5));
-    good.lookup(&in_tree(ZONAL)).await.unwrap();
-    errors.push(good.lookup(&in_tree(UNKNOWN)).await.unwrap_err().to_string());
+    good.lookup(&in_tree(ZONAL), common::soon()).await.unwrap();
+    errors.push(
+        good.lookup(&in_tree(UNKNOWN), common::soon())
+            .await
+            .unwrap_err()
+            .to_string(),
+    );
     errors.push(format!("{good:?}"));
     errors.push(format!("{:?}", config(&fake)));
     let bad = config_with(
@@ -461,7 +476,7 @@ async fn no_secret_or_token_in_any_error_or_log_line() {
     );
     errors.push(
         lookup_of(&bad, Duration::from_secs(5))
-            .lookup(&in_tree(ZONAL))
+            .lookup(&in_tree(ZONAL), common::soon())
             .await
             .unwrap_err()
             .to_string(),
@@ -472,7 +487,7 @@ async fn no_secret_or_token_in_any_error_or_log_line() {
     );
     errors.push(
         lookup_of(&bad, Duration::from_secs(5))
-            .lookup(&in_tree(ZONAL))
+            .lookup(&in_tree(ZONAL), common::soon())
             .await
             .unwrap_err()
             .to_string(),
@@ -528,13 +543,13 @@ async fn keystone_and_cinder_over_tls_with_the_config_ca_file() {
     };
     let config = read(&format!("ca-file = {ca}\n"), false).unwrap();
     let topology = lookup_of(&config, Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap();
     assert_eq!(zones_and_region(&topology), zoned("nova-az1", "RegionOne"));
     // The system's roots do not know the test's CA.
     let error = lookup_of(&read("", false).unwrap(), Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap_err()
         .to_string();
@@ -550,7 +565,7 @@ async fn keystone_and_cinder_over_tls_with_the_config_ca_file() {
     assert!(refused.contains("[Global] tls-insecure: "), "{refused}");
     let insecure = read("tls-insecure = true\n", true).unwrap();
     lookup_of(&insecure, Duration::from_secs(5))
-        .lookup(&in_tree(NO_AZ))
+        .lookup(&in_tree(NO_AZ), common::soon())
         .await
         .unwrap();
 }
@@ -566,7 +581,7 @@ async fn a_plain_http_endpoint_off_loopback_never_receives_the_token() {
         &format!("{APP_CREDENTIAL}application-credential-secret = {APP_SECRET}\nos-endpoint-type = internal\n"),
     );
     let error = lookup_of(&config, Duration::from_secs(5))
-        .lookup(&in_tree(ZONAL))
+        .lookup(&in_tree(ZONAL), common::soon())
         .await
         .unwrap_err()
         .to_string();

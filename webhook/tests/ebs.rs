@@ -17,8 +17,12 @@ use cloud_access::aws::endpoints::EndpointOptions;
 use cloud_access::aws::{AwsClient, AwsCredentials};
 use cluster_harness::Moto;
 use common::{Answer, create_review, csi, patched, pv, review_binary};
-use pv_topology_webhook::ebs::{EBS_CSI_DRIVER, EbsLookup};
+use pv_topology_webhook::builtin::EBS_DRIVER;
+use pv_topology_webhook::lookup::ebs::EbsLookup;
 use pv_topology_webhook::lookup::{CachedLookup, LookupError, TopologyLookup};
+use pv_topology_webhook::model::LookupFailure;
+use pv_topology_webhook::resolve::{Resolution, Resolver};
+use pv_topology_webhook::rules::Rules;
 use pv_topology_webhook::source::{InTree, VolumeIdentity};
 use serde_json::{Value, json};
 
@@ -87,7 +91,7 @@ async fn ebs_volumes_get_their_zone_from_describe_volumes() {
     let other = moto.create_volume("us-east-1", "us-east-1a");
     let id = moto.create_volume("us-east-1", "us-east-1b");
 
-    let answer = review(&moto, pv(csi(EBS_CSI_DRIVER, &id), None), &[]);
+    let answer = review(&moto, pv(csi(EBS_DRIVER, &id), None), &[]);
     assert!(answer.allowed(), "{:?}", answer.response());
     assert_eq!(answer.outcome(), "labeled");
     assert_eq!(
@@ -99,7 +103,7 @@ async fn ebs_volumes_get_their_zone_from_describe_volumes() {
         affinity.contains("topology.ebs.csi.aws.com/zone") && affinity.contains("us-east-1b"),
         "{affinity}"
     );
-    let answer = review(&moto, pv(csi(EBS_CSI_DRIVER, &other), None), &[]);
+    let answer = review(&moto, pv(csi(EBS_DRIVER, &other), None), &[]);
     assert_eq!(labels(&answer)["topology.kubernetes.io/zone"], "us-east-1a");
 
     // The in-tree form without a zone is looked up too.
@@ -112,7 +116,7 @@ async fn ebs_volumes_get_their_zone_from_describe_volumes() {
 async fn describe_volumes_is_refused_unless_signed_with_the_right_secret_and_token() {
     let moto = Moto::start_authenticated();
     let id = moto.create_volume("us-east-1", "us-east-1b");
-    let volume = || pv(csi(EBS_CSI_DRIVER, &id), None);
+    let volume = || pv(csi(EBS_DRIVER, &id), None);
     // EC2's answer to credentials it cannot validate (moto's, as AWS's).
     let refused = |answer: &Answer, what: &str| {
         assert!(!answer.allowed(), "{what}: {:?}", answer.response());
@@ -163,7 +167,7 @@ async fn describe_volumes_is_refused_unless_signed_with_the_right_secret_and_tok
 #[tokio::test]
 async fn unknown_volumes_and_wrong_regions_are_denied_with_the_cause() {
     let moto = Moto::start_authenticated();
-    let answer = review(&moto, pv(csi(EBS_CSI_DRIVER, "vol-0123456789abcdef0"), None), &[]);
+    let answer = review(&moto, pv(csi(EBS_DRIVER, "vol-0123456789abcdef0"), None), &[]);
     assert!(!answer.allowed());
     assert!(
         answer.message().contains("vol-0123456789abcdef0"),
@@ -177,7 +181,7 @@ async fn unknown_volumes_and_wrong_regions_are_denied_with_the_cause() {
     );
 
     let id = moto.create_volume("eu-west-1", "eu-west-1a");
-    let answer = review(&moto, pv(csi(EBS_CSI_DRIVER, &id), None), &[]);
+    let answer = review(&moto, pv(csi(EBS_DRIVER, &id), None), &[]);
     assert!(!answer.allowed());
     assert!(
         answer
@@ -188,11 +192,7 @@ async fn unknown_volumes_and_wrong_regions_are_denied_with_the_cause() {
     );
 
     // --on-lookup-error=allow admits it unchanged, with a warning.
-    let answer = review(
-        &moto,
-        pv(csi(EBS_CSI_DRIVER, &id), None),
-        &["--on-lookup-error", "allow"],
-    );
+    let answer = review(&moto, pv(csi(EBS_DRIVER, &id), None), &["--on-lookup-error", "allow"]);
     assert!(answer.allowed());
     assert!(answer.patch().is_none());
     assert!(
@@ -205,7 +205,7 @@ async fn unknown_volumes_and_wrong_regions_are_denied_with_the_cause() {
 #[tokio::test]
 async fn without_the_flag_the_warning_names_it() {
     let reviewer = common::plain();
-    let answer = common::review(&reviewer, &create_review(pv(csi(EBS_CSI_DRIVER, "vol-0abc"), None))).await;
+    let answer = common::review(&reviewer, &create_review(pv(csi(EBS_DRIVER, "vol-0abc"), None))).await;
     assert!(answer.allowed());
     assert!(
         answer.warnings().iter().any(|w| w.contains("--aws-ebs-lookup")),
@@ -247,22 +247,18 @@ fn fake_ec2(delay: Duration, calls: Arc<AtomicUsize>) -> String {
 async fn concurrent_reviews_of_one_volume_make_one_call() {
     let calls = Arc::new(AtomicUsize::new(0));
     let url = fake_ec2(Duration::from_millis(300), calls.clone());
-    let lookup = Arc::new(EbsLookup::with_credentials(
-        client(&url, "us-west-2"),
-        credentials(),
-        Duration::from_secs(5),
-    ));
+    let lookup = Arc::new(EbsLookup::with_credentials(client(&url, "us-west-2"), credentials()));
     // As the webhook runs it: behind the lookup cache, which shares calls.
     let cached = Arc::new(CachedLookup::new(
         lookup.clone(),
         NonZeroUsize::new(8).unwrap(),
         Duration::from_secs(60),
     ));
-    let volume = VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0a0a0a0a");
+    let volume = VolumeIdentity::csi(EBS_DRIVER, "vol-0a0a0a0a");
     let tasks: Vec<_> = (0..10)
         .map(|_| {
             let (cached, volume) = (cached.clone(), volume.clone());
-            tokio::spawn(async move { cached.lookup(&volume).await })
+            tokio::spawn(async move { cached.lookup(&volume, common::soon()).await })
         })
         .collect();
     for task in tasks {
@@ -279,12 +275,12 @@ async fn concurrent_reviews_of_one_volume_make_one_call() {
 
     // The in-tree form of the same volume is the same disk: answered from the cache.
     let in_tree = VolumeIdentity::in_tree(InTree::AwsElasticBlockStore, "aws:///vol-0a0a0a0a");
-    cached.lookup(&in_tree).await.unwrap();
+    cached.lookup(&in_tree, common::soon()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 
     // Once answered, a later review calls again (caching is CachedLookup's job).
     let in_tree = VolumeIdentity::in_tree(InTree::AwsElasticBlockStore, "vol-0a0a0a0a");
-    lookup.lookup(&in_tree).await.unwrap();
+    lookup.lookup(&in_tree, common::soon()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
@@ -292,20 +288,29 @@ async fn concurrent_reviews_of_one_volume_make_one_call() {
 async fn lookups_stay_inside_the_deadline() {
     let calls = Arc::new(AtomicUsize::new(0));
     let url = fake_ec2(Duration::from_secs(5), calls);
-    let lookup = EbsLookup::with_credentials(client(&url, "us-west-2"), credentials(), Duration::from_millis(300));
+    let lookup = EbsLookup::with_credentials(client(&url, "us-west-2"), credentials());
+    let volume = VolumeIdentity::csi(EBS_DRIVER, "vol-0b0b");
     let started = Instant::now();
     let error = lookup
-        .lookup(&VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0b0b"))
+        .lookup(&volume, common::within(Duration::from_millis(300)))
         .await
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     // Counted as a timeout (lookups_total{result="timeout"}), not as an error.
     // ... naming the endpoint it waited for (the fake's, as a URL).
     let endpoint = format!("{url}/");
-    assert_eq!(
-        error,
-        LookupError::timed_out(Duration::from_millis(300), Some(endpoint.clone()))
-    );
+    assert_eq!(error, LookupError::timed_out(Some(endpoint.clone())));
+    // The resolver, whose budget it is, tells it with the budget.
+    let resolver = Resolver::new(Rules::default())
+        .with_lookup(Arc::new(lookup))
+        .with_deadline(Duration::from_millis(300));
+    let Resolution::LookupFailed {
+        error: error @ LookupFailure::TimedOut(_),
+        ..
+    } = resolver.resolve(&volume).await
+    else {
+        panic!("not a timeout");
+    };
     assert_eq!(
         error.to_string(),
         format!("timed out after 300ms waiting for {endpoint}")
@@ -317,13 +322,12 @@ async fn lookups_stay_inside_the_deadline() {
 /// even when its retries end at the deadline.
 #[tokio::test]
 async fn calls_failing_until_the_deadline_say_why() {
-    let lookup = EbsLookup::with_credentials(
-        client("http://127.0.0.1:1/", "us-west-2"),
-        credentials(),
-        Duration::from_millis(800),
-    );
+    let lookup = EbsLookup::with_credentials(client("http://127.0.0.1:1/", "us-west-2"), credentials());
     let error = lookup
-        .lookup(&VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0b0b"))
+        .lookup(
+            &VolumeIdentity::csi(EBS_DRIVER, "vol-0b0b"),
+            common::within(Duration::from_millis(800)),
+        )
         .await
         .unwrap_err();
     let LookupError::Failed(text) = &error else {

@@ -16,7 +16,7 @@ use cloud_access::SecureEndpoint;
 use cloud_access::gcp::{GceMetadata, metadata_base};
 use common::{Answer, assert_idempotent, create_review, csi, patched, pv, review_binary};
 use pv_topology_webhook::decision::DecisionConfig;
-use pv_topology_webhook::gce::{CALLS_IN_TOTAL, CALLS_PER_LOOKUP, GceLookup, GceScope, MAX_REGION_ZONES};
+use pv_topology_webhook::lookup::gce::{CALLS_IN_TOTAL, CALLS_PER_LOOKUP, GceLookup, GceScope, MAX_REGION_ZONES};
 use pv_topology_webhook::lookup::{CachedLookup, TopologyLookup};
 use pv_topology_webhook::metrics::Metrics;
 use pv_topology_webhook::resolve::Resolver;
@@ -305,24 +305,38 @@ async fn lookups_end_at_the_deadline() {
 }
 
 #[tokio::test]
-async fn the_lookup_keeps_its_own_deadline() {
+async fn the_lookup_ends_at_the_deadline_it_is_given() {
     let fake = start(|_| {});
     let deadline = Duration::from_millis(300);
     let slow = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-slow").with_zone_hint(Some("us-central1-b"));
     let started = Instant::now();
-    let error = lookup(&fake, deadline).lookup(&slow).await.unwrap_err();
+    let error = lookup(&fake, deadline)
+        .lookup(&slow, common::within(deadline))
+        .await
+        .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     // The disk's URL, where the time ran out.
     let url = format!("{}compute/v1/projects/", fake.base());
-    let pv_topology_webhook::lookup::LookupError::TimedOut(timeout) = &error else {
+    let pv_topology_webhook::lookup::LookupError::TimedOut { endpoint } = &error else {
         panic!("a timeout: {error}")
     };
-    assert_eq!(timeout.after, deadline);
-    let endpoint = timeout.endpoint.as_deref().unwrap_or_default();
+    let endpoint = endpoint.as_deref().unwrap_or_default();
     assert!(
         endpoint.starts_with(&url) && endpoint.ends_with("/disks/pd-slow"),
         "{error}"
     );
+    // Told by the resolver, whose budget it is.
+    let resolver = Resolver::new(Rules::default())
+        .with_lookup(Arc::new(lookup(&fake, deadline)))
+        .with_deadline(deadline);
+    let pv_topology_webhook::resolve::Resolution::LookupFailed {
+        error: pv_topology_webhook::resolve::LookupFailure::TimedOut(timeout),
+        ..
+    } = resolver.resolve(&slow).await
+    else {
+        panic!("a timeout")
+    };
+    assert_eq!(timeout.after, deadline);
 }
 
 fn lookup(fake: &Fake, deadline: Duration) -> GceLookup {
@@ -341,11 +355,11 @@ async fn an_expired_token_is_refreshed() {
     let fake = start(|scenario| scenario["metadata"]["token"]["expires_in"] = json!(4));
     let lookup = lookup(&fake, Duration::from_secs(5));
     let first = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-b").with_zone_hint(Some("us-central1-b"));
-    lookup.lookup(&first).await.unwrap();
-    lookup.lookup(&first).await.unwrap();
+    lookup.lookup(&first, common::soon()).await.unwrap();
+    lookup.lookup(&first, common::soon()).await.unwrap();
     assert_eq!(fake.requests(TOKEN), 1);
     tokio::time::sleep(Duration::from_millis(2300)).await;
-    let topology = lookup.lookup(&first).await.unwrap();
+    let topology = lookup.lookup(&first, common::soon()).await.unwrap();
     assert_eq!(topology.zones(), ["us-central1-b"]);
     assert_eq!(fake.requests(TOKEN), 2);
     assert_eq!(fake.requests(&disk_get("us-central1-b", "pd-b")), 3);
@@ -504,11 +518,11 @@ async fn the_zone_list_is_asked_again_after_its_ttl() {
     let fake = start(|_| {});
     let lookup = lookup(&fake, Duration::from_secs(5)).with_zone_list_ttl(Duration::from_millis(800));
     let unplaced = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-b");
-    lookup.lookup(&unplaced).await.unwrap();
-    lookup.lookup(&unplaced).await.unwrap();
+    lookup.lookup(&unplaced, common::soon()).await.unwrap();
+    lookup.lookup(&unplaced, common::soon()).await.unwrap();
     assert_eq!(fake.requests(REGIONS_GET), 1, "within its TTL the list is kept");
     tokio::time::sleep(Duration::from_millis(900)).await;
-    let topology = lookup.lookup(&unplaced).await.unwrap();
+    let topology = lookup.lookup(&unplaced, common::soon()).await.unwrap();
     assert_eq!(topology.zones(), ["us-central1-b"]);
     assert_eq!(
         fake.requests(REGIONS_GET),
@@ -585,7 +599,7 @@ async fn one_search_has_at_most_calls_per_lookup_in_flight() {
     let fake = with_region(json!(letter_zones(MAX_REGION_ZONES)), 0.2);
     let lookup = lookup(&fake, Duration::from_secs(10));
     let missing = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-nowhere");
-    let error = lookup.lookup(&missing).await.unwrap_err().to_string();
+    let error = lookup.lookup(&missing, common::soon()).await.unwrap_err().to_string();
     assert!(error.contains("GCE disk \"pd-nowhere\" not found"), "{error}");
     assert_eq!(disks_gets(&fake), MAX_REGION_ZONES as u64, "every zone asked once");
     assert_eq!(
@@ -606,7 +620,7 @@ async fn all_lookups_together_have_at_most_calls_in_total_in_flight() {
             let lookup = lookup.clone();
             tokio::spawn(async move {
                 let missing = VolumeIdentity::in_tree(InTree::GcePersistentDisk, format!("pd-nowhere-{i}"));
-                lookup.lookup(&missing).await.unwrap_err().to_string()
+                lookup.lookup(&missing, common::soon()).await.unwrap_err().to_string()
             })
         })
         .collect();
@@ -629,13 +643,13 @@ async fn a_failed_refresh_keeps_the_old_list_only_for_a_while() {
     let fake = start(|scenario| scenario["compute"]["regions_fail_after"] = json!(1));
     let lookup = lookup(&fake, Duration::from_secs(5)).with_zone_list_ttl(Duration::from_millis(1000));
     let unplaced = VolumeIdentity::in_tree(InTree::GcePersistentDisk, "pd-b");
-    lookup.lookup(&unplaced).await.unwrap();
+    lookup.lookup(&unplaced, common::soon()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let topology = lookup.lookup(&unplaced).await.unwrap();
+    let topology = lookup.lookup(&unplaced, common::soon()).await.unwrap();
     assert_eq!(topology.zones(), ["us-central1-b"]);
     assert_eq!(fake.requests(REGIONS_GET), 2, "asked again past the TTL");
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let error = lookup.lookup(&unplaced).await.unwrap_err().to_string();
+    let error = lookup.lookup(&unplaced, common::soon()).await.unwrap_err().to_string();
     assert_eq!(fake.requests(REGIONS_GET), 3);
     assert!(
         error.starts_with("cannot list the zones of region us-central1: compute answered HTTP 503 for http://")

@@ -67,7 +67,7 @@ async fn cached_lookup_asks_once_and_does_not_cache_failures() {
     );
     let volume = VolumeIdentity::csi(EBS, "vol-1");
     for _ in 0..3 {
-        assert_eq!(cached.lookup(&volume).await, Ok(topo("us-east-1a")));
+        assert_eq!(cached.lookup(&volume, common::soon()).await, Ok(topo("us-east-1a")));
     }
     assert_eq!(cached.cache().len(), 1);
     assert_eq!(cached.name(), "fake");
@@ -78,7 +78,7 @@ async fn cached_lookup_asks_once_and_does_not_cache_failures() {
         Duration::from_secs(60),
     );
     for _ in 0..3 {
-        assert!(failing.lookup(&volume).await.is_err());
+        assert!(failing.lookup(&volume, common::soon()).await.is_err());
     }
     assert!(failing.cache().is_empty());
 }
@@ -94,8 +94,12 @@ async fn cached_lookup_calls_inner_once() {
         fn handles(&self, volume: &VolumeIdentity) -> bool {
             self.0.handles(volume)
         }
-        fn lookup<'a>(&'a self, volume: &'a VolumeIdentity) -> pv_topology_webhook::lookup::LookupFuture<'a> {
-            self.0.lookup(volume)
+        fn lookup<'a>(
+            &'a self,
+            volume: &'a VolumeIdentity,
+            deadline: Instant,
+        ) -> pv_topology_webhook::lookup::LookupFuture<'a> {
+            self.0.lookup(volume, deadline)
         }
     }
     let cached = Arc::new(CachedLookup::new(
@@ -355,11 +359,86 @@ async fn cached_lookup_shares_one_call_among_concurrent_lookups() {
     let tasks: Vec<_> = (0..10)
         .map(|_| {
             let cached = cached.clone();
-            tokio::spawn(async move { cached.lookup(&VolumeIdentity::csi(EBS, "vol-1")).await })
+            tokio::spawn(async move { cached.lookup(&VolumeIdentity::csi(EBS, "vol-1"), common::soon()).await })
         })
         .collect();
     for task in tasks {
         assert_eq!(task.await.unwrap(), Ok(topo("us-east-1a")));
     }
     assert_eq!(fake.calls(), 1);
+}
+
+/// A cloud added as docs/architecture.md's "Where a new cloud plugs in" says: a lookup
+/// implementing `CloudLookup` and its `Cloud` entry, and nothing else.
+mod example_cloud {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use pv_topology_webhook::lookup::{Cloud, CloudLookup, LookupError};
+    use pv_topology_webhook::source::{VolumeIdentity, VolumeKind};
+    use pv_topology_webhook::topology::Topology;
+
+    pub const DRIVER: &str = "disk.csi.example.test";
+
+    /// Answers every volume of its driver with zone `example-1a`.
+    pub struct ExampleLookup;
+
+    pub const CLOUD: Cloud = Cloud {
+        name: "example",
+        flag: "--example-lookup",
+        hint: "--example-lookup (or --rules)",
+        csi_driver: DRIVER,
+        in_tree: None,
+        answers_for: |volume| matches!(&volume.kind, VolumeKind::Csi { driver } if driver == DRIVER),
+        enabled: |_| true,
+        build: |_| Ok(Arc::new(ExampleLookup)),
+    };
+
+    impl CloudLookup for ExampleLookup {
+        const CLOUD: &'static Cloud = &CLOUD;
+
+        async fn find(&self, _volume: &VolumeIdentity, deadline: Instant) -> Result<Topology, LookupError> {
+            // The resolver's deadline, given to the call.
+            assert!(deadline > Instant::now(), "a deadline ahead");
+            Topology::new(["example-1a"], Some("example-1".to_owned())).map_err(|e| LookupError::Invalid(e.to_string()))
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_cloud_is_a_lookup_and_a_table_entry() {
+    use clap::Parser as _;
+    use pv_topology_webhook::cli::{Cli, Command};
+    use pv_topology_webhook::lookup::Cloud;
+    use pv_topology_webhook::resolve::{Resolution, TopologySource};
+    use pv_topology_webhook::setup::resolver_of;
+
+    const ON: &[Cloud] = &[example_cloud::CLOUD];
+    const OFF: &[Cloud] = &[Cloud {
+        enabled: |_| false,
+        ..example_cloud::CLOUD
+    }];
+    let Command::Review(args) = Cli::try_parse_from(["pv-topology-webhook", "review"]).unwrap().command else {
+        panic!("review's flags");
+    };
+    let volume = VolumeIdentity::csi(example_cloud::DRIVER, "disk-1");
+    // On: the set-up builds it from the table and the resolver asks it.
+    let Resolution::Resolved(resolved) = resolver_of(ON, &args.topology, None).unwrap().resolve(&volume).await else {
+        panic!("resolved by the example lookup");
+    };
+    assert_eq!(resolved.source, TopologySource::Lookup("example".to_owned()));
+    assert_eq!(resolved.topology.zones(), ["example-1a"]);
+    assert_eq!(resolved.topology.region(), Some("example-1"));
+    // Off: the resolver hints its flag.
+    assert_eq!(
+        resolver_of(OFF, &args.topology, None).unwrap().resolve(&volume).await,
+        Resolution::NotConfigured {
+            flag: "--example-lookup (or --rules)"
+        }
+    );
+    // Not in the table: unknown to the webhook.
+    assert_eq!(
+        resolver_of(&[], &args.topology, None).unwrap().resolve(&volume).await,
+        Resolution::Unrecognized
+    );
 }

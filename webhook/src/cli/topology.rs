@@ -225,7 +225,7 @@ pub struct VsphereArgs {
         long,
         value_name = "CATEGORY",
         env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_ZONE_CATEGORY",
-        default_value = crate::vsphere::DEFAULT_ZONE_CATEGORY
+        default_value = crate::lookup::vsphere::DEFAULT_ZONE_CATEGORY
     )]
     pub vsphere_zone_category: String,
     /// The tag category whose tags name regions, for --vsphere-lookup.
@@ -233,7 +233,7 @@ pub struct VsphereArgs {
         long,
         value_name = "CATEGORY",
         env = "PV_TOPOLOGY_WEBHOOK_VSPHERE_REGION_CATEGORY",
-        default_value = crate::vsphere::DEFAULT_REGION_CATEGORY
+        default_value = crate::lookup::vsphere::DEFAULT_REGION_CATEGORY
     )]
     pub vsphere_region_category: String,
     /// Allow the config's insecure-flag, which turns off the check of vCenter's

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use json_patch::{Patch, PatchOperation};
@@ -79,6 +79,16 @@ impl FakeLookup {
     }
 }
 
+/// The deadline of a lookup called directly, not through the resolver: 5 s from now.
+pub fn soon() -> Instant {
+    within(Duration::from_secs(5))
+}
+
+/// The deadline `budget` from now, as the resolver gives a lookup.
+pub fn within(budget: Duration) -> Instant {
+    Instant::now() + budget
+}
+
 impl TopologyLookup for FakeLookup {
     fn name(&self) -> &str {
         "fake"
@@ -88,7 +98,7 @@ impl TopologyLookup for FakeLookup {
         matches!(&volume.kind, pv_topology_webhook::source::VolumeKind::Csi { driver } if *driver == self.driver)
     }
 
-    fn lookup<'a>(&'a self, _volume: &'a VolumeIdentity) -> LookupFuture<'a> {
+    fn lookup<'a>(&'a self, _volume: &'a VolumeIdentity, _deadline: Instant) -> LookupFuture<'a> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if let Some(delay) = self.delay {

@@ -26,18 +26,30 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cloud_access::SecureEndpoint;
 use cloud_access::vsphere::{ConfigError, DiskRef, HostLabels, Placement, Vsphere, VsphereConfig, VsphereError};
 
 use crate::builtin::VSPHERE_DRIVER;
-use crate::lookup::LookupError;
+use crate::lookup::{Cloud, CloudLookup, LookupError};
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
 /// The lookup's name: audit annotations, messages and metrics.
 pub const NAME: &str = "vsphere";
+
+/// The vSphere lookup in [`crate::lookup::CLOUDS`].
+pub const CLOUD: Cloud = Cloud {
+    name: NAME,
+    flag: "--vsphere-lookup",
+    hint: "--vsphere-lookup (or --rules)",
+    csi_driver: VSPHERE_DRIVER,
+    in_tree: Some(InTree::VsphereVolume),
+    answers_for: |volume| handle(volume).is_some(),
+    enabled: |flags| flags.vsphere.vsphere_lookup,
+    build: crate::setup::vsphere_lookup,
+};
 /// The zone tag category vSphere's cloud provider documented.
 pub const DEFAULT_ZONE_CATEGORY: &str = "k8s-zone";
 /// The region tag category vSphere's cloud provider documented.
@@ -87,22 +99,22 @@ pub struct VsphereLookup {
     vsphere: Vsphere,
     zone_category: String,
     region_category: String,
-    deadline: Duration,
 }
 
 impl VsphereLookup {
     /// A lookup of the vCenters `settings.config_file` names (read now; its password is
-    /// used at the first lookup), each call within `deadline`.
-    pub fn new(settings: VsphereSettings, deadline: Duration) -> Result<Self, VsphereSetupError> {
+    /// used at the first lookup). `client_timeout` caps each vCenter call: vSphere's
+    /// calls take no deadline, so this and the resolver's deadline bound a lookup.
+    pub fn new(settings: VsphereSettings, client_timeout: Duration) -> Result<Self, VsphereSetupError> {
         let config = VsphereConfig::read(&settings.config_file)?;
-        Self::with_config(&config, settings, deadline)
+        Self::with_config(&config, settings, client_timeout)
     }
 
     /// [`VsphereLookup::new`] from a config already read.
     pub fn with_config(
         config: &VsphereConfig,
         settings: VsphereSettings,
-        deadline: Duration,
+        client_timeout: Duration,
     ) -> Result<Self, VsphereSetupError> {
         let (zone, region) = (settings.zone_category.trim(), settings.region_category.trim());
         if zone.is_empty() || region.is_empty() || zone == region {
@@ -110,16 +122,26 @@ impl VsphereLookup {
                 "zone {zone:?} and region {region:?} must be two different, non-empty names"
             )));
         }
-        let vsphere = Vsphere::new(config, settings.server.as_ref(), settings.allow_insecure, deadline)?;
+        let vsphere = Vsphere::new(
+            config,
+            settings.server.as_ref(),
+            settings.allow_insecure,
+            client_timeout,
+        )?;
         Ok(Self {
             vsphere,
             zone_category: zone.to_owned(),
             region_category: region.to_owned(),
-            deadline,
         })
     }
+}
 
-    async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
+impl CloudLookup for VsphereLookup {
+    const CLOUD: &'static Cloud = &CLOUD;
+
+    /// The calls take no deadline (`cloud_access::vsphere` bounds each by the client's
+    /// timeout); the resolver ends the lookup at `_deadline`.
+    async fn find(&self, volume: &VolumeIdentity, _deadline: Instant) -> Result<Topology, LookupError> {
         let handle = handle(volume).ok_or(LookupError::NotFound)?;
         let disk = disk_ref(handle)?;
         let placement = self
@@ -132,16 +154,18 @@ impl VsphereLookup {
                     endpoint,
                     timeout: true,
                     ..
-                } => LookupError::timed_out(self.deadline, Some(endpoint)),
+                } => LookupError::timed_out(Some(endpoint)),
                 error => failed(&disk, &error),
             })?;
         topology_of(&placement, &self.zone_category, &self.region_category)
     }
-}
 
-impl VsphereLookup {
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        cache_key(volume)
+    }
+
     /// The vCenters, as the resolver's timeout names them.
-    fn shown_endpoint(&self) -> Option<String> {
+    fn endpoint(&self) -> Option<String> {
         Some(self.vsphere.endpoints().join(", "))
     }
 }
@@ -235,8 +259,6 @@ fn host_names(hosts: &[HostLabels]) -> String {
     }
     names.join(", ")
 }
-
-crate::lookup::cloud_lookup!(VsphereLookup, name: NAME, answers_for: handle, cache_key: cache_key);
 
 #[cfg(test)]
 mod tests {

@@ -23,12 +23,24 @@ use std::time::{Duration, Instant};
 use cloud_access::openstack::{CINDER, OpenStackConfig, OpenStackError, Volume, VolumesClient, volumes_client};
 
 use crate::builtin::CINDER_DRIVER;
-use crate::lookup::LookupError;
+use crate::lookup::{Cloud, CloudLookup, LookupError, USER_AGENT};
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
 /// The lookup's name: audit annotations, messages and metrics.
 pub const NAME: &str = "openstack-cinder";
+
+/// The Cinder lookup in [`crate::lookup::CLOUDS`].
+pub const CLOUD: Cloud = Cloud {
+    name: NAME,
+    flag: "--openstack-cinder-lookup",
+    hint: "--openstack-cinder-lookup (or --rules)",
+    csi_driver: CINDER_DRIVER,
+    in_tree: Some(InTree::Cinder),
+    answers_for: |volume| volume_id(volume).is_some(),
+    enabled: |flags| flags.openstack.openstack_cinder_lookup,
+    build: crate::setup::cinder_lookup,
+};
 
 /// Why the lookup cannot be built from its settings.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +55,6 @@ pub struct CinderLookup {
     volumes: VolumesClient,
     region: String,
     ignore_volume_az: bool,
-    deadline: Duration,
 }
 
 impl fmt::Debug for CinderLookup {
@@ -59,34 +70,26 @@ impl fmt::Debug for CinderLookup {
 impl CinderLookup {
     /// A lookup as `settings` describe it (Keystone's URL, the credential, region,
     /// interface, CA file, `ignore-volume-az`); tokens are cached and refreshed before
-    /// they expire; each lookup, token included, must end within `deadline`.
-    pub fn new(settings: &OpenStackConfig, deadline: Duration) -> Result<Self, CinderSetupError> {
-        let user_agent = concat!("pv-topology-webhook/", env!("CARGO_PKG_VERSION"));
-        let volumes = volumes_client(settings, user_agent, deadline).map_err(CinderSetupError::Client)?;
+    /// they expire; each lookup, token included, ends by the deadline it is given.
+    /// `client_timeout` caps each HTTP request, Keystone's token requests included.
+    pub fn new(settings: &OpenStackConfig, client_timeout: Duration) -> Result<Self, CinderSetupError> {
+        let volumes = volumes_client(settings, USER_AGENT, client_timeout).map_err(CinderSetupError::Client)?;
         Ok(Self {
             volumes,
             region: settings.region.clone(),
             ignore_volume_az: settings.ignore_volume_az,
-            deadline,
         })
     }
+}
 
-    /// Cinder's endpoint once the catalog has been read, Keystone's before, as the
-    /// resolver's timeout names it.
-    fn shown_endpoint(&self) -> Option<String> {
-        let keystone = self.volumes.tokens().source();
-        Some(match keystone.endpoint() {
-            Some(cinder) => cloud_access::http::shown_url(cinder.url()),
-            None => cloud_access::http::shown_url(keystone.tokens_url()),
-        })
-    }
+impl CloudLookup for CinderLookup {
+    const CLOUD: &'static Cloud = &CLOUD;
 
-    async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
-        let deadline = Instant::now() + self.deadline;
+    async fn find(&self, volume: &VolumeIdentity, deadline: Instant) -> Result<Topology, LookupError> {
         let id = volume_id(volume).ok_or(LookupError::NotFound)?;
         match self.volumes.volume(id, deadline).await {
             Ok(found) => topology_of(&found, &self.region, self.ignore_volume_az),
-            Err(OpenStackError::Deadline { url, .. }) => Err(LookupError::timed_out(self.deadline, Some(url))),
+            Err(OpenStackError::Deadline { url, .. }) => Err(LookupError::timed_out(Some(url))),
             Err(error) => {
                 tracing::debug!(%error, "Cinder volume lookup refused");
                 // Advice for Cinder's refusals only: Keystone's 401 is the credential
@@ -104,6 +107,20 @@ impl CinderLookup {
                 Err(LookupError::Failed(format!("Cinder volume {id:?}: {error}{advice}")))
             }
         }
+    }
+
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        cache_key(volume)
+    }
+
+    /// Cinder's endpoint once the catalog has been read, Keystone's before, as the
+    /// resolver's timeout names it.
+    fn endpoint(&self) -> Option<String> {
+        let keystone = self.volumes.tokens().source();
+        Some(match keystone.endpoint() {
+            Some(cinder) => cloud_access::http::shown_url(cinder.url()),
+            None => cloud_access::http::shown_url(keystone.tokens_url()),
+        })
     }
 }
 
@@ -133,8 +150,6 @@ pub fn topology_of(volume: &Volume, region: &str, ignore_volume_az: bool) -> Res
     Topology::new(zones, Some(region.to_owned()))
         .map_err(|e| LookupError::Invalid(format!("Cinder volume \"{}\": {e}", volume.id)))
 }
-
-crate::lookup::cloud_lookup!(CinderLookup, name: NAME, answers_for: volume_id, cache_key: cache_key);
 
 #[cfg(test)]
 mod tests {

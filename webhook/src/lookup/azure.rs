@@ -37,12 +37,24 @@ use cloud_access::azure::{
 use tokio::sync::OnceCell;
 
 use crate::builtin::AZURE_DISK_DRIVER;
-use crate::lookup::LookupError;
+use crate::lookup::{Cloud, CloudLookup, LookupError, USER_AGENT};
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
 /// The lookup's name: audit annotations, messages and metrics.
 pub const NAME: &str = "azure-disk";
+
+/// The Azure disk lookup in [`crate::lookup::CLOUDS`].
+pub const CLOUD: Cloud = Cloud {
+    name: NAME,
+    flag: "--azure-disk-lookup",
+    hint: "--azure-disk-lookup (or --rules)",
+    csi_driver: AZURE_DISK_DRIVER,
+    in_tree: Some(InTree::AzureDisk),
+    answers_for: |volume| disk_uri(volume).is_some(),
+    enabled: |flags| flags.azure.azure_disk_lookup,
+    build: crate::setup::azure_lookup,
+};
 
 /// How errors tell the operator which identity the webhook uses (the program's flags);
 /// the library names none.
@@ -89,10 +101,10 @@ pub enum AzureSetupError {
 type Tokens = Arc<CachedTokenSource<Arc<dyn TokenSource<AzureError>>>>;
 
 /// `Disks.Get` calls, and the token cache they use (forgotten after ARM refuses a
-/// token; none when the client was given).
+/// token).
 struct Connected {
     disks: DisksClient,
-    tokens: Option<Tokens>,
+    tokens: Tokens,
 }
 
 type ConnectFuture = Pin<Box<dyn Future<Output = Result<Connected, AzureError>> + Send>>;
@@ -113,7 +125,6 @@ enum Arm {
 /// The lookup: `Disks.Get` with tokens from the credential the cloud config names.
 pub struct AzureDiskLookup {
     arm: Arm,
-    deadline: Duration,
     hints: AzureHints,
 }
 
@@ -135,10 +146,16 @@ impl AzureDiskLookup {
     /// A lookup as `config` describes it (its cloud, and its credential: workload
     /// identity, managed identity or a client secret, in that order, as
     /// cloud-provider-azure picks), with `endpoints` replacing the cloud's; tokens are
-    /// cached and refreshed before they expire; each lookup, token included, must end
-    /// within `deadline`. A custom cloud's endpoints (`resourceManagerEndpoint`) are read
-    /// at the first lookup, from `endpoints.resource_manager` when given.
-    pub fn new(config: &AzureConfig, endpoints: &AzureEndpoints, deadline: Duration) -> Result<Self, AzureSetupError> {
+    /// cached and refreshed before they expire; each lookup, token included, ends by the
+    /// deadline it is given. A custom cloud's endpoints (`resourceManagerEndpoint`) are
+    /// read at the first lookup, from `endpoints.resource_manager` when given.
+    /// `client_timeout` caps each HTTP request: token requests get no deadline, and this
+    /// bounds them.
+    pub fn new(
+        config: &AzureConfig,
+        endpoints: &AzureEndpoints,
+        client_timeout: Duration,
+    ) -> Result<Self, AzureSetupError> {
         let (cloud, known) = config.cloud();
         let custom = config.resource_manager_endpoint.trim();
         if !known && custom.is_empty() {
@@ -155,8 +172,7 @@ impl AzureDiskLookup {
             cloud.authority_host = authority.clone();
         }
         let imds = imds_base(endpoints.imds.as_ref()).map_err(AzureSetupError::Credentials)?;
-        let user_agent = concat!("pv-topology-webhook/", env!("CARGO_PKG_VERSION"));
-        let http = cloud_access::http_client(user_agent, deadline)?;
+        let http = cloud_access::http_client(USER_AGENT, client_timeout)?;
         // `Disks.Get` to a cloud's Resource Manager with tokens for its audience from the
         // credential the config names.
         let connect = |config: &AzureConfig, http: &_, cloud: &CloudEndpoints, imds: &_| {
@@ -164,13 +180,13 @@ impl AzureDiskLookup {
             let tokens: Tokens = Arc::new(CachedTokenSource::new(credential));
             Ok::<_, AzureError>(Connected {
                 disks: DisksClient::new(Clone::clone(http), &cloud.resource_manager, tokens.clone()),
-                tokens: Some(tokens),
+                tokens,
             })
         };
         // The credential is checked here, at start-up, for a custom cloud too.
         let ready = connect(config, &http, &cloud, &imds).map_err(AzureSetupError::Credentials)?;
         if custom.is_empty() {
-            return Ok(Self::from_arm(Arm::Ready(ready), deadline));
+            return Ok(Self::from_arm(Arm::Ready(ready)));
         }
         let metadata = match &endpoints.resource_manager {
             Some(given) => given.clone(),
@@ -191,24 +207,15 @@ impl AzureDiskLookup {
                 connect(&config, &http, &found, &imds)
             })
         };
-        Ok(Self::from_arm(
-            Arm::Custom {
-                discover: Box::new(discover),
-                connected: OnceCell::new(),
-            },
-            deadline,
-        ))
+        Ok(Self::from_arm(Arm::Custom {
+            discover: Box::new(discover),
+            connected: OnceCell::new(),
+        }))
     }
 
-    /// A lookup through `disks` (whatever its tokens).
-    pub fn with_disks(disks: DisksClient, deadline: Duration) -> Self {
-        Self::from_arm(Arm::Ready(Connected { disks, tokens: None }), deadline)
-    }
-
-    fn from_arm(arm: Arm, deadline: Duration) -> Self {
+    fn from_arm(arm: Arm) -> Self {
         Self {
             arm,
-            deadline,
             hints: AzureHints::default(),
         }
     }
@@ -220,17 +227,6 @@ impl AzureDiskLookup {
         self
     }
 
-    async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
-        let deadline = Instant::now() + self.deadline;
-        let uri = disk_uri(volume).ok_or(LookupError::NotFound)?;
-        let uri = ManagedDiskUri::parse(uri).map_err(|e| LookupError::Failed(e.to_string()))?;
-        let connected = self.connected(deadline).await?;
-        match connected.disks.disk_by_uri(&uri, deadline).await {
-            Ok(disk) => topology_of(&disk),
-            Err(error) => Err(self.refused(error, connected.tokens.as_ref()).await),
-        }
-    }
-
     async fn connected(&self, deadline: Instant) -> Result<&Connected, LookupError> {
         match &self.arm {
             Arm::Ready(connected) => Ok(connected),
@@ -239,17 +235,17 @@ impl AzureDiskLookup {
                     .get_or_try_init(|| discover(deadline))
                     .await
                     .map_err(|error| match error {
-                        AzureError::Deadline { url, .. } => LookupError::timed_out(self.deadline, Some(url)),
+                        AzureError::Deadline { url, .. } => LookupError::timed_out(Some(url)),
                         error => LookupError::Failed(format!("the custom cloud's endpoints: {error}")),
                     })
             }
         }
     }
 
-    async fn refused(&self, error: AzureError, tokens: Option<&Tokens>) -> LookupError {
+    async fn refused(&self, error: AzureError, tokens: &Tokens) -> LookupError {
         if let AzureError::Deadline { url, .. } = error {
             // The resolver's deadline, met here first: counted as a timeout.
-            return LookupError::timed_out(self.deadline, Some(url));
+            return LookupError::timed_out(Some(url));
         }
         let identity = self.hints.identity;
         match &error {
@@ -268,9 +264,7 @@ impl AzureDiskLookup {
                     401 => {
                         // ARM refused the token itself (expired early, wrong audience):
                         // the next lookup fetches a new one.
-                        if let Some(tokens) = tokens {
-                            tokens.invalidate().await;
-                        }
+                        tokens.invalidate().await;
                         format!(" (ARM refused the token of {identity})")
                     }
                     403 => format!(" ({identity} needs Microsoft.Compute/disks/read, e.g. Reader on the disk's group)"),
@@ -325,10 +319,26 @@ pub fn topology_of(disk: &Disk) -> Result<Topology, LookupError> {
     Topology::new(zones, Some(region)).map_err(|e| invalid(e.to_string()))
 }
 
-impl AzureDiskLookup {
+impl CloudLookup for AzureDiskLookup {
+    const CLOUD: &'static Cloud = &CLOUD;
+
+    async fn find(&self, volume: &VolumeIdentity, deadline: Instant) -> Result<Topology, LookupError> {
+        let uri = disk_uri(volume).ok_or(LookupError::NotFound)?;
+        let uri = ManagedDiskUri::parse(uri).map_err(|e| LookupError::Failed(e.to_string()))?;
+        let connected = self.connected(deadline).await?;
+        match connected.disks.disk_by_uri(&uri, deadline).await {
+            Ok(disk) => topology_of(&disk),
+            Err(error) => Err(self.refused(error, &connected.tokens).await),
+        }
+    }
+
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        cache_key(volume)
+    }
+
     /// Resource Manager, as the resolver's timeout names it (a custom cloud's once its
     /// endpoints are read; before, none).
-    fn shown_endpoint(&self) -> Option<String> {
+    fn endpoint(&self) -> Option<String> {
         let connected = match &self.arm {
             Arm::Ready(connected) => Some(connected),
             Arm::Custom { connected, .. } => connected.get(),
@@ -336,8 +346,6 @@ impl AzureDiskLookup {
         connected.map(|c| cloud_access::http::shown_url(c.disks.base()))
     }
 }
-
-crate::lookup::cloud_lookup!(AzureDiskLookup, name: NAME, answers_for: disk_uri, cache_key: cache_key);
 
 #[cfg(test)]
 mod tests {

@@ -35,13 +35,26 @@ pub use self::place::{
     topology_of,
 };
 pub use self::zones::{ZONE_LIST_TTL, ZoneList, ZonesNow};
-use crate::lookup::LookupError;
-use crate::source::VolumeIdentity;
+use crate::builtin::GCE_PD_DRIVER;
+use crate::lookup::{Cloud, CloudLookup, LookupError, USER_AGENT};
+use crate::source::{InTree, VolumeIdentity};
 use crate::topology::Topology;
 pub use cloud_access::gcp::MAX_REGION_ZONES;
 
 /// The lookup's name: audit annotations, messages and metrics.
 pub const NAME: &str = "gce";
+
+/// The GCE lookup in [`crate::lookup::CLOUDS`].
+pub const CLOUD: Cloud = Cloud {
+    name: NAME,
+    flag: "--gce-lookup",
+    hint: "--gce-lookup (or --rules)",
+    csi_driver: GCE_PD_DRIVER,
+    in_tree: Some(InTree::GcePersistentDisk),
+    answers_for: |volume| disk_ref(volume).is_some(),
+    enabled: |flags| flags.gce.gce_lookup,
+    build: crate::setup::gce_lookup,
+};
 
 /// Compute calls one lookup has in flight at once. A search asks the region and each of
 /// its zones (a real region: 4 or 5 calls, all at once); the most, 1 + 16 zones, take
@@ -91,7 +104,6 @@ pub struct GceLookup {
     zone_list_ttl: Duration,
     /// Places among the Compute calls in flight, all lookups together.
     calls: Arc<Semaphore>,
-    deadline: Duration,
     hints: GceHints,
 }
 
@@ -107,23 +119,23 @@ impl fmt::Debug for GceLookup {
 impl GceLookup {
     /// A lookup calling Compute at `endpoint` with the default service account's tokens
     /// from `metadata` (the node's, or GKE's Workload Identity), cached and refreshed
-    /// before they expire; each lookup must end within `deadline`.
+    /// before they expire; each lookup ends by the deadline it is given. `client_timeout`
+    /// caps each HTTP request, a bound that holds even where a call gets no deadline.
     pub fn new(
         metadata: GceMetadata,
         endpoint: &SecureEndpoint,
         scope: GceScope,
-        deadline: Duration,
+        client_timeout: Duration,
     ) -> Result<Self, GceSetupError> {
-        let user_agent = concat!("pv-topology-webhook/", env!("CARGO_PKG_VERSION"));
-        let http = cloud_access::http_client(user_agent, deadline)?;
+        let http = cloud_access::http_client(USER_AGENT, client_timeout)?;
         let tokens = Arc::new(CachedTokenSource::new(metadata.clone()));
         let compute = ComputeClient::new(http, endpoint, tokens);
-        Ok(Self::with_compute(compute, metadata, scope, deadline))
+        Ok(Self::with_compute(compute, metadata, scope))
     }
 
     /// A lookup through `compute` (whatever its tokens), learning what `scope` leaves
     /// out from `metadata`.
-    pub fn with_compute(compute: ComputeClient, metadata: GceMetadata, scope: GceScope, deadline: Duration) -> Self {
+    pub fn with_compute(compute: ComputeClient, metadata: GceMetadata, scope: GceScope) -> Self {
         Self {
             compute,
             metadata,
@@ -133,7 +145,6 @@ impl GceLookup {
             zone_list: Mutex::new(None),
             zone_list_ttl: ZONE_LIST_TTL,
             calls: Arc::new(Semaphore::new(CALLS_IN_TOTAL)),
-            deadline,
             hints: GceHints::default(),
         }
     }
@@ -151,22 +162,6 @@ impl GceLookup {
     pub fn with_zone_list_ttl(mut self, ttl: Duration) -> Self {
         self.zone_list_ttl = ttl;
         self
-    }
-
-    async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
-        let deadline = Instant::now() + self.deadline;
-        let disk = match disk_ref(volume).ok_or(LookupError::NotFound)? {
-            DiskRef::Regional { project, region, name } => {
-                let project = self.project(project).await?;
-                let call = self.compute.region_disk(&project, region, name, deadline);
-                self.in_turn(deadline, call).await.map_err(|e| self.refused(e))?
-            }
-            DiskRef::Unplaced { project, name } => {
-                let project = self.project(project).await?;
-                self.search(&project, name, Hint::of(volume), deadline).await?
-            }
-        };
-        topology_of(&disk)
     }
 
     /// The disk `name` of `project`: where the hint says, else in the scope's region and
@@ -283,7 +278,7 @@ impl GceLookup {
         }
         let mut list = tokio::time::timeout_at(deadline.into(), self.zone_list.lock())
             .await
-            .map_err(|_| LookupError::timed_out(self.deadline, self.shown_endpoint()))?;
+            .map_err(|_| LookupError::timed_out(self.endpoint()))?;
         let stale = match ZoneList::now(list.as_ref(), Instant::now(), self.zone_list_ttl) {
             ZonesNow::Fresh(zones) => return Ok(zones.to_vec()),
             ZonesNow::Refresh { stale } => stale.map(<[String]>::to_vec),
@@ -294,7 +289,7 @@ impl GceLookup {
                 *list = Some(ZoneList::new(zones.clone(), Instant::now()));
                 Ok(zones)
             }
-            Err(GcpError::Deadline { url, .. }) => Err(LookupError::timed_out(self.deadline, Some(url))),
+            Err(GcpError::Deadline { url, .. }) => Err(LookupError::timed_out(Some(url))),
             Err(error) => match stale {
                 Some(zones) => {
                     tracing::warn!(
@@ -328,7 +323,7 @@ impl GceLookup {
     fn refused(&self, error: GcpError) -> LookupError {
         if let GcpError::Deadline { url, .. } = error {
             // The resolver's deadline, met here first: counted as a timeout.
-            return LookupError::timed_out(self.deadline, Some(url));
+            return LookupError::timed_out(Some(url));
         }
         let reason = error.detail().and_then(|d| d.reason.as_deref());
         let advice = match (error.status(), reason) {
@@ -399,11 +394,30 @@ async fn get(
     }
 }
 
-impl GceLookup {
+impl CloudLookup for GceLookup {
+    const CLOUD: &'static Cloud = &CLOUD;
+
+    async fn find(&self, volume: &VolumeIdentity, deadline: Instant) -> Result<Topology, LookupError> {
+        let disk = match disk_ref(volume).ok_or(LookupError::NotFound)? {
+            DiskRef::Regional { project, region, name } => {
+                let project = self.project(project).await?;
+                let call = self.compute.region_disk(&project, region, name, deadline);
+                self.in_turn(deadline, call).await.map_err(|e| self.refused(e))?
+            }
+            DiskRef::Unplaced { project, name } => {
+                let project = self.project(project).await?;
+                self.search(&project, name, Hint::of(volume), deadline).await?
+            }
+        };
+        topology_of(&disk)
+    }
+
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        cache_key(volume)
+    }
+
     /// Compute's API, as the resolver's timeout names it.
-    fn shown_endpoint(&self) -> Option<String> {
+    fn endpoint(&self) -> Option<String> {
         Some(cloud_access::http::shown_url(self.compute.base()))
     }
 }
-
-crate::lookup::cloud_lookup!(GceLookup, name: NAME, answers_for: disk_ref, cache_key: cache_key);

@@ -8,14 +8,25 @@ use std::time::{Duration, Instant};
 
 use cloud_access::aws::{AwsClient, AwsConfig, AwsCredentials, AwsError, CredentialsChain, ec2};
 
-use crate::builtin::aws_region_of_zone;
-use crate::lookup::LookupError;
+use crate::builtin::{EBS_DRIVER, aws_region_of_zone};
+use crate::lookup::{Cloud, CloudLookup, LookupError, USER_AGENT};
 use crate::source::{InTree, VolumeIdentity, VolumeKind};
 use crate::topology::Topology;
 
 /// The lookup's name: audit annotations, messages and metrics.
 pub const NAME: &str = "aws-ebs";
-pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
+
+/// The EBS lookup in [`crate::lookup::CLOUDS`].
+pub const CLOUD: Cloud = Cloud {
+    name: NAME,
+    flag: "--aws-ebs-lookup",
+    hint: "--aws-ebs-lookup (or --rules)",
+    csi_driver: EBS_DRIVER,
+    in_tree: Some(InTree::AwsElasticBlockStore),
+    answers_for: |volume| volume_id(volume).is_some(),
+    enabled: |flags| flags.aws.aws_ebs_lookup,
+    build: crate::setup::ebs_lookup,
+};
 
 /// Where the lookup's AWS credentials come from.
 enum Credentials {
@@ -26,7 +37,6 @@ enum Credentials {
 pub struct EbsLookup {
     client: AwsClient,
     credentials: Credentials,
-    deadline: Duration,
     /// How the operator changes the region, for errors ("set --aws-region").
     region_hint: &'static str,
 }
@@ -45,24 +55,23 @@ pub struct EbsSetupError(#[from] cloud_access::HttpClientError);
 
 impl EbsLookup {
     /// A lookup in `region`, with the standard credential chain and the
-    /// endpoints of `config`; each call must end within `deadline`.
-    pub fn new(region: String, deadline: Duration, config: AwsConfig) -> Result<Self, EbsSetupError> {
-        let user_agent = concat!("pv-topology-webhook/", env!("CARGO_PKG_VERSION"));
-        let http = cloud_access::http_client(user_agent, deadline)?;
+    /// endpoints of `config`; each lookup ends by the deadline it is given.
+    /// `client_timeout` caps each HTTP request: the credential chain's calls (STS, IMDS)
+    /// take no deadline, and this bounds them.
+    pub fn new(region: String, client_timeout: Duration, config: AwsConfig) -> Result<Self, EbsSetupError> {
+        let http = cloud_access::http_client(USER_AGENT, client_timeout)?;
         Ok(Self {
             client: AwsClient::new(http.clone(), region.clone(), config.endpoints().clone()),
             credentials: Credentials::Chain(CredentialsChain::new(http, region, config)),
-            deadline,
             region_hint: "set the region",
         })
     }
 
     /// A lookup through `client` with fixed credentials (tests, tools).
-    pub fn with_credentials(client: AwsClient, credentials: AwsCredentials, deadline: Duration) -> Self {
+    pub fn with_credentials(client: AwsClient, credentials: AwsCredentials) -> Self {
         Self {
             client,
             credentials: Credentials::Fixed(credentials),
-            deadline,
             region_hint: "set the region",
         }
     }
@@ -73,10 +82,13 @@ impl EbsLookup {
         self.region_hint = hint;
         self
     }
+}
 
-    async fn find(&self, volume: &VolumeIdentity) -> Result<Topology, LookupError> {
+impl CloudLookup for EbsLookup {
+    const CLOUD: &'static Cloud = &CLOUD;
+
+    async fn find(&self, volume: &VolumeIdentity, deadline: Instant) -> Result<Topology, LookupError> {
         let volume_id = self::volume_id(volume).ok_or(LookupError::NotFound)?;
-        let deadline = Instant::now() + self.deadline;
         let credentials = match &self.credentials {
             Credentials::Chain(chain) => chain
                 .credentials()
@@ -104,6 +116,16 @@ impl EbsLookup {
             .ok_or_else(|| LookupError::Invalid(format!("zone {zone:?} names no region")))?;
         Topology::new([zone], Some(region)).map_err(|e| LookupError::Invalid(e.to_string()))
     }
+
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        cache_key(volume)
+    }
+
+    /// EC2's endpoint in the lookup's region, as its timeouts name it.
+    fn endpoint(&self) -> Option<String> {
+        let url = self.client.endpoint(cloud_access::aws::endpoints::EC2).ok()?;
+        Some(cloud_access::http::shown_url(&url))
+    }
 }
 
 impl EbsLookup {
@@ -115,17 +137,9 @@ impl EbsLookup {
             AwsError::Deadline {
                 last_timed_out: true, ..
             }
-            | AwsError::Transport { timeout: true, .. } => LookupError::timed_out(self.deadline, self.shown_endpoint()),
+            | AwsError::Transport { timeout: true, .. } => LookupError::timed_out(self.endpoint()),
             error => LookupError::Failed(error.to_string()),
         }
-    }
-}
-
-impl EbsLookup {
-    /// EC2's endpoint in the lookup's region, as its timeouts name it.
-    fn shown_endpoint(&self) -> Option<String> {
-        let url = self.client.endpoint(cloud_access::aws::endpoints::EC2).ok()?;
-        Some(cloud_access::http::shown_url(&url))
     }
 }
 
@@ -133,7 +147,7 @@ impl EbsLookup {
 /// zone is not in it already (the built-in parser handles `aws://ZONE/vol-…`).
 pub fn volume_id(volume: &VolumeIdentity) -> Option<&str> {
     let id = match &volume.kind {
-        VolumeKind::Csi { driver } if driver == EBS_CSI_DRIVER => volume.handle.as_str(),
+        VolumeKind::Csi { driver } if driver == EBS_DRIVER => volume.handle.as_str(),
         VolumeKind::InTree(InTree::AwsElasticBlockStore) => {
             let handle = volume.handle.as_str();
             match handle.strip_prefix("aws://") {
@@ -152,8 +166,6 @@ pub fn cache_key(volume: &VolumeIdentity) -> String {
     volume_id(volume).map_or_else(|| volume.to_string(), str::to_owned)
 }
 
-crate::lookup::cloud_lookup!(EbsLookup, name: NAME, answers_for: volume_id, cache_key: cache_key);
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,12 +176,12 @@ mod tests {
         assert_eq!(volume_id(&in_tree("aws:///vol-0123abcd")), Some("vol-0123abcd"));
         assert_eq!(volume_id(&in_tree("vol-0123abcd")), Some("vol-0123abcd"));
         assert_eq!(
-            volume_id(&VolumeIdentity::csi(EBS_CSI_DRIVER, "vol-0a1b2c")),
+            volume_id(&VolumeIdentity::csi(EBS_DRIVER, "vol-0a1b2c")),
             Some("vol-0a1b2c")
         );
         // The zone is in the ID already: the built-in parser answers.
         assert_eq!(volume_id(&in_tree("aws://us-east-1a/vol-0123")), None);
-        assert_eq!(volume_id(&VolumeIdentity::csi(EBS_CSI_DRIVER, "snap-01")), None);
+        assert_eq!(volume_id(&VolumeIdentity::csi(EBS_DRIVER, "snap-01")), None);
         assert_eq!(volume_id(&VolumeIdentity::csi("pd.csi.storage.gke.io", "vol-01")), None);
         assert_eq!(volume_id(&in_tree("vol-")), None);
     }
