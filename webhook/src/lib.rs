@@ -40,12 +40,13 @@ use std::process::ExitCode;
 use thiserror::Error;
 
 use crate::certs::CertsError;
-use crate::cli::{Cli, Command, ServeArgs};
+use crate::cli::{Cli, Command};
 use crate::metrics::Metrics;
 use crate::rules::RulesError;
-use crate::server::{AppState, ServeConfig, ServeError, Server};
-pub use crate::setup::reviewer;
-use crate::tls::TlsFiles;
+use crate::server::{AppState, ServeError, Server};
+// Kept at the crate root for their callers (`cli`'s tests use `crate::serve_config`).
+pub use crate::setup::{reviewer, serve_config};
+use crate::setup::SetupError;
 
 /// Why a command failed.
 #[derive(Debug, Error)]
@@ -63,94 +64,11 @@ pub enum Error {
     Certs(#[from] CertsError),
     #[error("{0} received during shutdown: stopped without draining")]
     Interrupted(&'static str),
-    #[error("--aws-ebs-lookup: {0}")]
-    Ebs(#[from] lookup::ebs::EbsSetupError),
-    #[error("--aws-ebs-lookup needs a region: set --aws-region (or AWS_REGION)")]
-    NoRegion,
-    #[error("--aws-region \"{0}\" is not an AWS region: use a name such as us-east-1")]
-    BadRegion(String),
-    #[error("--aws-ebs-lookup: {0}")]
-    AwsConfig(#[from] cloud_access::aws::AwsConfigError),
-    #[error("--gce-lookup: {0}")]
-    Gce(#[from] lookup::gce::GceSetupError),
-    /// A bad `GCE_METADATA_HOST` (the message names it).
-    #[error("--gce-lookup: {0}")]
-    GceMetadata(#[source] cloud_access::gcp::GcpError),
-    /// A bad `--gce-compute-endpoint` (the message names it).
+    /// A lookup's setting (the message names its flag).
     #[error(transparent)]
-    GceEndpoint(cloud_access::EndpointError),
-    #[error("{flag}: {source}")]
-    GceScope {
-        flag: &'static str,
-        #[source]
-        source: lookup::gce::ScopeError,
-    },
-    /// The cloud config (the message names its path).
-    #[error("--azure-config: {0}")]
-    AzureConfig(#[source] cloud_access::azure::AzureConfigError),
-    #[error("--azure-disk-lookup: {0}")]
-    Azure(#[from] lookup::azure::AzureSetupError),
-    /// A bad `--azure-*-endpoint` (the message names it).
-    #[error(transparent)]
-    AzureEndpoint(cloud_access::EndpointError),
-    /// The OpenStack config (the message names its path and field).
-    #[error("{flag}: {source}")]
-    OpenStackConfig {
-        flag: &'static str,
-        #[source]
-        source: cloud_access::openstack::OpenStackConfigError,
-    },
-    /// The OpenStack config turns certificate checks off and the operator did not allow it.
-    #[error("{flag}: {source}; or pass --openstack-allow-insecure-tls to allow it")]
-    OpenStackInsecure {
-        flag: &'static str,
-        #[source]
-        source: cloud_access::openstack::OpenStackConfigError,
-    },
-    #[error("--openstack-cinder-lookup: {0}")]
-    Cinder(#[from] lookup::cinder::CinderSetupError),
-    /// The vSphere config (the message names its path and field).
-    #[error("--vsphere-config: {0}")]
-    VsphereConfig(#[source] cloud_access::vsphere::ConfigError),
-    /// The vSphere config turns certificate checks off and the operator did not allow it.
-    #[error("--vsphere-config: {0}; or pass --vsphere-allow-insecure-tls to allow it")]
-    VsphereInsecure(#[source] cloud_access::vsphere::VsphereError),
+    Setup(#[from] SetupError),
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
-    #[error("--vsphere-lookup: {0}")]
-    Vsphere(#[source] lookup::vsphere::VsphereSetupError),
-    /// A bad `--vsphere-endpoint` (the message names it).
-    #[error(transparent)]
-    VsphereEndpoint(cloud_access::EndpointError),
-}
-
-/// The server configuration the `serve` flags describe. Each file is named by its flag
-/// (the names clap parses, [`cli::TLS_CERT_FILE`] and the others), which the `tls`
-/// module's errors and warnings begin with.
-pub fn serve_config(args: &ServeArgs) -> ServeConfig {
-    ServeConfig {
-        listen: args.server.listen,
-        metrics_listen: args.server.metrics_listen,
-        tls: TlsFiles {
-            cert: tls::NamedFile::new(cli::TLS_CERT_FILE, &args.tls.tls_cert_file),
-            key: tls::NamedFile::new(cli::TLS_KEY_FILE, &args.tls.tls_key_file),
-        },
-        client_ca: args
-            .tls
-            .client_ca_file
-            .as_ref()
-            .map(|path| tls::NamedFile::new(cli::CLIENT_CA_FILE, path)),
-        reload_interval: args.tls.tls_reload_interval,
-        shutdown_delay: args.server.shutdown_delay,
-        drain_timeout: args.server.drain_timeout,
-        limits: server::Limits {
-            header_read_timeout: args.server.header_read_timeout,
-            idle_timeout: args.server.idle_timeout,
-            body_read_timeout: args.server.body_read_timeout,
-            max_connections: args.server.max_connections.get(),
-            ..server::Limits::default()
-        },
-    }
 }
 
 /// Runs the command.

@@ -39,7 +39,7 @@ pub const USER_AGENT: &str = concat!("pv-topology-webhook/", env!("CARGO_PKG_VER
 pub const CLOUDS: &[Cloud] = &[ebs::CLOUD, gce::CLOUD, azure::CLOUD, cinder::CLOUD, vsphere::CLOUD];
 
 /// Builds a cloud's lookup from the flags, checked at start-up.
-pub type BuildLookup = fn(&TopologyArgs) -> Result<Arc<dyn TopologyLookup>, crate::Error>;
+pub type BuildLookup = fn(&TopologyArgs) -> Result<Arc<dyn TopologyLookup>, crate::setup::SetupError>;
 
 /// One cloud lookup as the program knows it: what it is called, the flag that turns it
 /// on, the volumes it answers for, and how the flags build it. Each cloud declares one
