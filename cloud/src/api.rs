@@ -1,18 +1,19 @@
 //! One cloud API call, whatever the cloud: sent within the caller's
 //! deadline, the answer read through the crate's bounded reader, a refusal
-//! turned into the cloud's typed error with its own reading of the error
+//! turned into a [`CallError`] with the cloud's own reading of the error
 //! body and every secret of the call cut out.
 //!
-//! Each cloud's error is declared by [`cloud_error!`] (in [`error`]), which
-//! writes the variants every cloud shares (`NotFound`, `Api`, `Deadline`,
-//! `Transport`, `Garbage`, `TooLarge`, `Client`, `InvalidName`), their
-//! accessors and [`CloudError`]: the cloud's name, its own variants and how
-//! its error bodies are read are all a cloud supplies.
+//! Each cloud's error enum is written by hand in its `error.rs`: a `Call`
+//! variant wrapping [`CallError`] with the cloud's detail, then the cloud's
+//! own variants; each answers [`CallFailure`] (timeout? which URL?).
 
+mod detail;
 mod error;
 
-pub use error::CodeMessage;
-pub(crate) use error::{CODE_LIMIT, MESSAGE_LIMIT, cloud_error, raw_message, remote_text, show_detail};
+pub use detail::CodeMessage;
+pub(crate) use detail::{CODE_LIMIT, MESSAGE_LIMIT, raw_message, remote_text, show_detail};
+pub(crate) use error::shown_wait;
+pub use error::{CallError, CallErrorKind, CallFailure, InvalidName};
 
 use std::marker::PhantomData;
 use std::time::Instant;
@@ -27,17 +28,11 @@ use crate::token::TokenSource;
 /// Far above any answer these calls get (a disk or a token is a few KB).
 pub(crate) const MAX_ANSWER: usize = 1 << 20;
 
-/// The error of one cloud's calls, built from the shapes every cloud shares.
-pub(crate) trait CloudError: Sized {
+/// The error of one cloud's calls: a [`CallError`] with the cloud's detail
+/// becomes it, and the cloud says how its error bodies are read.
+pub(crate) trait CloudError: CallFailure + From<CallError<Self::Detail>> {
     /// What the cloud said in an error body, cleaned of `secrets`.
-    type Detail;
-    fn detail(body: &[u8], secrets: &[&str]) -> Self::Detail;
-    fn not_found(service: &'static str, url: String, detail: Self::Detail) -> Self;
-    fn api(service: &'static str, url: String, status: u16, detail: Self::Detail) -> Self;
-    fn deadline(service: &'static str, url: String, after: std::time::Duration) -> Self;
-    fn transport(service: &'static str, url: String, reason: String) -> Self;
-    fn garbage(service: &'static str, url: String, problem: String) -> Self;
-    fn too_large(service: &'static str, source: BodyError) -> Self;
+    fn read_detail(body: &[u8], secrets: &[&str]) -> Self::Detail;
 }
 
 /// An answer, whatever its status.
@@ -72,13 +67,13 @@ impl<E: CloudError> Calls<E> {
                 .await
                 .map_err(|e| match e {
                     BodyError::Transport(e) => Self::transport(service, url, started, e),
-                    too_large => E::too_large(service, too_large),
+                    too_large => Self::failed(service, shown_url(url), CallErrorKind::TooLarge { source: too_large }),
                 })?;
             Ok::<_, E>(Answer { status, headers, body })
         };
         tokio::time::timeout_at(deadline.into(), exchange)
             .await
-            .map_err(|_| E::deadline(service, shown_url(url), deadline.saturating_duration_since(started)))?
+            .map_err(|_| Self::deadline(service, shown_url(url), started, deadline))?
     }
 
     /// [`Self::exchange`], then [`Self::check`].
@@ -99,12 +94,20 @@ impl<E: CloudError> Calls<E> {
     pub fn check(service: &'static str, url: &Url, answer: Answer, secrets: &[&str]) -> Result<Vec<u8>, E> {
         match answer.status {
             200..=299 => Ok(answer.body),
-            404 => Err(E::not_found(service, shown_url(url), E::detail(&answer.body, secrets))),
-            status => Err(E::api(
+            404 => Err(Self::failed(
                 service,
                 shown_url(url),
-                status,
-                E::detail(&answer.body, secrets),
+                CallErrorKind::NotFound {
+                    detail: E::read_detail(&answer.body, secrets),
+                },
+            )),
+            status => Err(Self::failed(
+                service,
+                shown_url(url),
+                CallErrorKind::Api {
+                    status,
+                    detail: E::read_detail(&answer.body, secrets),
+                },
             )),
         }
     }
@@ -140,7 +143,7 @@ impl<E: CloudError> Calls<E> {
             .await
             .map_err(|_| {
                 let (service, shown) = tokens.origin().unwrap_or_else(|| (token_service, shown_url(url)));
-                E::deadline(service, shown, deadline.saturating_duration_since(started))
+                Self::deadline(service, shown, started, deadline)
             })?
     }
 
@@ -148,10 +151,23 @@ impl<E: CloudError> Calls<E> {
     /// reqwest's own rendering of the URL, which could carry a query.
     fn transport(service: &'static str, url: &Url, started: Instant, error: reqwest::Error) -> E {
         if error.is_timeout() {
-            return E::deadline(service, shown_url(url), started.elapsed());
+            let after = started.elapsed();
+            return Self::failed(service, shown_url(url), CallErrorKind::Deadline { after });
         }
         let reason = crate::logging::clean_text(&crate::logging::error_chain(&error.without_url()), &[], 500);
-        E::transport(service, shown_url(url), reason)
+        let timeout = false;
+        Self::failed(service, shown_url(url), CallErrorKind::Transport { reason, timeout })
+    }
+
+    /// The deadline met: the wait is from `started` to `deadline`.
+    fn deadline(service: &'static str, url: String, started: Instant, deadline: Instant) -> E {
+        let after = deadline.saturating_duration_since(started);
+        Self::failed(service, url, CallErrorKind::Deadline { after })
+    }
+
+    /// The call's failure as the cloud's error.
+    fn failed(service: &'static str, url: String, kind: CallErrorKind<E::Detail>) -> E {
+        E::from(CallError::new(service, url, kind))
     }
 
     /// A JSON answer as a tree. Values are never quoted in the error (serde's
@@ -161,7 +177,8 @@ impl<E: CloudError> Calls<E> {
     }
 
     pub fn garbage(service: &'static str, url: &Url, problem: impl Into<String>) -> E {
-        E::garbage(service, shown_url(url), problem.into())
+        let problem = problem.into();
+        Self::failed(service, shown_url(url), CallErrorKind::Garbage { problem })
     }
 
     /// `base` joined with a relative API path built from checked names.

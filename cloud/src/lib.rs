@@ -4,7 +4,7 @@
 //! log-line and duration conventions the programs share. No command line:
 //! the programs turn their flags into these types.
 
-pub(crate) mod api;
+pub mod api;
 pub mod aws;
 pub mod azure;
 pub mod endpoint;

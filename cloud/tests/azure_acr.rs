@@ -9,6 +9,7 @@ mod fake;
 
 use std::time::{Duration, SystemTime};
 
+use cloud_access::api::{CallErrorKind, CallFailure};
 use cloud_access::azure::{ACR_AUDIENCE, ACR_USERNAME, AcrClient, AzureError, CachedTokenSource};
 use fake::{Fake, FakeExt, TENANT, soon};
 use secrecy::ExposeSecret;
@@ -115,7 +116,10 @@ async fn registries_that_do_not_challenge_as_acr_does_are_refused() {
             }
         });
         let error = acr().challenge(&fake.host(), soon()).await.unwrap_err();
-        assert!(matches!(error, AzureError::Garbage { .. }), "{error}");
+        assert!(
+            matches!(error.call_kind(), Some(CallErrorKind::Garbage { .. })),
+            "{error}"
+        );
         assert!(error.to_string().contains(problem), "{problem}: {error}");
     }
 }

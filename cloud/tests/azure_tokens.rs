@@ -10,6 +10,7 @@ mod fake;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use cloud_access::api::CallFailure;
 use cloud_access::azure::{
     ACR_AUDIENCE, Assertion, AzureConfig, AzureError, CachedTokenSource, ClientAssertionCredential,
     UserAssignedIdentity, credential_from_config,

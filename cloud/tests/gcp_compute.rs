@@ -9,6 +9,7 @@ mod fake;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cloud_access::api::{CallErrorKind, CallFailure};
 use cloud_access::gcp::{AccessToken, CachedTokenSource, ComputeClient, Disk, GcpError, MAX_REGION_ZONES, TokenSource};
 use fake::{Fake, FakeExt};
 use secrecy::SecretString;
@@ -89,7 +90,10 @@ async fn a_refusal_shows_googles_reason_message_url_and_status() {
         .disk("locked-project", "us-central1-a", "pd-zonal", soon())
         .await
         .unwrap_err();
-    assert!(matches!(error, GcpError::Api { status: 403, .. }), "{error}");
+    assert!(
+        matches!(error.call_kind(), Some(CallErrorKind::Api { status: 403, .. })),
+        "{error}"
+    );
     let detail = error.detail().unwrap();
     assert_eq!(detail.reason.as_deref(), Some("forbidden"));
     assert_eq!(detail.status.as_deref(), Some("PERMISSION_DENIED"));
@@ -151,7 +155,10 @@ async fn the_callers_deadline_is_kept() {
         .await
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    assert!(matches!(error, GcpError::Deadline { .. }), "{error}");
+    assert!(
+        matches!(error.call_kind(), Some(CallErrorKind::Deadline { .. })),
+        "{error}"
+    );
     let text = error.to_string();
     assert!(text.contains("compute did not answer"), "{text}");
     assert!(text.contains("/disks/pd-slow"), "{text}");
@@ -171,7 +178,10 @@ async fn a_slow_token_source_counts_against_the_deadline() {
         .await
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert!(matches!(error, GcpError::Deadline { .. }), "{error}");
+    assert!(
+        matches!(error.call_kind(), Some(CallErrorKind::Deadline { .. })),
+        "{error}"
+    );
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ mod fake;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use cloud_access::api::{CallErrorKind, CallFailure};
 use cloud_access::gcp::{
     CLOUD_PLATFORM_SCOPE, ComputeClient, GcpError, IamCredentialsClient, StsClient, workload_identity_audience,
 };
@@ -81,7 +82,10 @@ async fn a_refused_exchange_names_stss_error_but_never_the_subject_token() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(error, GcpError::Api { status: 400, .. }), "{error}");
+    assert!(
+        matches!(error.call_kind(), Some(CallErrorKind::Api { status: 400, .. })),
+        "{error}"
+    );
     assert_eq!(error.detail().unwrap().reason.as_deref(), Some("invalid_grant"));
     let text = error.to_string();
     assert!(
@@ -156,7 +160,10 @@ async fn impersonation_refused_names_iams_reason_but_never_the_federated_token()
         )
         .await
         .unwrap_err();
-    assert!(matches!(error, GcpError::Api { status: 403, .. }), "{error}");
+    assert!(
+        matches!(error.call_kind(), Some(CallErrorKind::Api { status: 403, .. })),
+        "{error}"
+    );
     let detail = error.detail().unwrap();
     assert_eq!(detail.reason.as_deref(), Some("IAM_PERMISSION_DENIED"));
     assert_eq!(detail.status.as_deref(), Some("PERMISSION_DENIED"));
@@ -254,7 +261,10 @@ async fn sts_refuses_a_scope_google_does_not_know() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(error, GcpError::Api { status: 400, .. }), "{error}");
+    assert!(
+        matches!(error.call_kind(), Some(CallErrorKind::Api { status: 400, .. })),
+        "{error}"
+    );
     assert_eq!(error.detail().unwrap().reason.as_deref(), Some("invalid_scope"));
 }
 
@@ -274,7 +284,10 @@ async fn iam_refuses_a_caller_token_without_cloud_platform() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(error, GcpError::Api { status: 403, .. }), "{error}");
+    assert!(
+        matches!(error.call_kind(), Some(CallErrorKind::Api { status: 403, .. })),
+        "{error}"
+    );
     let detail = error.detail().unwrap();
     assert_eq!(detail.reason.as_deref(), Some("ACCESS_TOKEN_SCOPE_INSUFFICIENT"));
     assert_eq!(detail.status.as_deref(), Some("PERMISSION_DENIED"));

@@ -19,6 +19,7 @@ use std::time::Duration;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use cloud_access::api::{CallErrorKind, CallFailure};
 use cloud_access::logging::SECRET_FRAGMENT;
 use cloud_access::vsphere::{Trust, VcenterClient, VsphereError};
 use secrecy::SecretString;
@@ -246,7 +247,10 @@ async fn a_rest_error_quoting_the_session_id_is_cleaned() {
         .host_labels(&datastore, "k8s-zone", "k8s-region")
         .await
         .expect_err("the tagging error");
-    assert!(matches!(error, VsphereError::Status { status: 400, .. }), "{error:?}");
+    assert!(
+        matches!(error.call_kind(), Some(CallErrorKind::Api { status: 400, .. })),
+        "{error:?}"
+    );
     assert_clean(&error, REST_SESSION, "may not list tags");
 }
 

@@ -13,6 +13,7 @@
 //! service, action and status.
 #![no_main]
 
+use cloud_access::api::CallFailure;
 use cloud_access::aws::error::{AwsError, json_error, xml_error};
 use cloud_access::{azure, gcp, openstack};
 use credential_provider::backend::token_exchange::oauth_error_detail;
@@ -24,7 +25,7 @@ fn one_line(shown: &str) {
 }
 
 fn aws(error: &AwsError, service: &str, action: &str) {
-    let AwsError::Api { code, status, .. } = error else {
+    let (Some(code), Some(status)) = (error.code(), error.status()) else {
         panic!("an error body read as something else: {error:?}");
     };
     assert!(!code.is_empty(), "no code: {error:?}");

@@ -1,242 +1,190 @@
-//! The error enum every cloud's calls fail with, declared once:
-//! [`cloud_error!`] writes a cloud's enum with the variants every cloud
-//! shares, its own variants after them, its accessors and its
-//! [`CloudError`](super::CloudError); and the pieces each cloud's
-//! `ErrorDetail` reads and shows an error body with.
+//! The one shape of a failed cloud call, whatever the cloud: [`CallError`]
+//! (which service, the URL as shown, what went wrong), wrapped by each
+//! cloud's own error enum beside that cloud's own variants; and
+//! [`CallFailure`], what every cloud's error answers about it.
 
 use std::fmt;
+use std::time::Duration;
 
-use serde_json::Value;
+use crate::http::BodyError;
 
-use crate::logging::clean_text;
+/// What every cloud's error can say about the call that failed, whatever its
+/// shape: a caller (the webhook's lookups) treats a timeout as a timeout and
+/// names the URL it waited for without knowing the cloud. A cloud's error
+/// names its failed call; the answers are read from it.
+pub trait CallFailure: std::error::Error {
+    /// What the cloud says in an error body.
+    type Detail;
 
-/// The most of a cloud's message kept in an error.
-pub(crate) const MESSAGE_LIMIT: usize = 500;
-/// The most of a code, reason or fault name kept (they are short identifiers).
-pub(crate) const CODE_LIMIT: usize = 100;
+    /// The failed call this error is (or, after retries, the last attempt);
+    /// `None` when no call failed (a setting refused, a name that cannot be
+    /// sent, a cloud's own verdict on an answer).
+    fn failed_call(&self) -> Option<&CallError<Self::Detail>>;
 
-/// A string `value` of an error body, trimmed, cleaned of `secrets` and cut
-/// to `limit`; `None` when it is not a string or is blank.
-pub(crate) fn remote_text(value: &Value, secrets: &[&str], limit: usize) -> Option<String> {
-    value
-        .as_str()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| clean_text(s, secrets, limit))
+    /// The call ran out of time: the caller's deadline or the client's timeout.
+    fn is_timeout(&self) -> bool {
+        self.failed_call().is_some_and(CallError::is_timeout)
+    }
+
+    /// The URL of the failed call, shown without user, password, query or
+    /// fragment; `None` when no call failed or the failure names no URL.
+    fn url(&self) -> Option<&str> {
+        self.failed_call().and_then(CallError::url)
+    }
+
+    /// How the call failed.
+    fn call_kind(&self) -> Option<&CallErrorKind<Self::Detail>> {
+        self.failed_call().map(|call| &call.kind)
+    }
+
+    /// True for the cloud's 404: the resource does not exist.
+    fn is_not_found(&self) -> bool {
+        self.failed_call().is_some_and(CallError::is_not_found)
+    }
+
+    /// The HTTP status the cloud answered, for its refusals.
+    fn status(&self) -> Option<u16> {
+        self.failed_call().and_then(CallError::status)
+    }
+
+    /// What the cloud said, for its refusals.
+    fn detail(&self) -> Option<&Self::Detail> {
+        self.failed_call().and_then(CallError::detail)
+    }
 }
 
-/// A body in none of the cloud's shapes, as the message: its start, cleaned
-/// of `secrets`; `None` when it is blank.
-pub(crate) fn raw_message(body: &[u8], secrets: &[&str]) -> Option<String> {
-    let body = String::from_utf8_lossy(body);
-    Some(body.trim())
-        .filter(|b| !b.is_empty())
-        .map(|b| clean_text(b, secrets, MESSAGE_LIMIT))
+/// A failed call to a cloud's `service` at `url`: every cloud's calls fail
+/// in these [`CallErrorKind`]s, the detail `D` being what the cloud said in
+/// an error body (Google's [`ErrorDetail`](crate::gcp::ErrorDetail), a
+/// [`CodeMessage`](super::CodeMessage), vSphere's text).
+///
+/// Shown as Google's, Azure's and OpenStack's errors read; AWS and vSphere
+/// show it in their own words, naming the action or vCenter call too.
+#[derive(Debug)]
+pub struct CallError<D> {
+    /// The service as messages name it (`compute`, `ARM`, `Keystone`, `ec2`).
+    pub service: &'static str,
+    /// Without user, password, query or fragment ([`crate::http::shown_url`]);
+    /// empty when the failure is not tied to a URL (an answer read apart from
+    /// its call, a stand-in for an answer already had).
+    pub url: String,
+    pub kind: CallErrorKind<D>,
 }
 
-/// What a cloud said in an error body as a code and a message, cleaned
-/// for a log line: the `ErrorDetail` of Azure and OpenStack, whose error
-/// bodies carry no more.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CodeMessage {
-    /// The machine-readable code: Azure's OAuth `error` (`invalid_client`),
-    /// ARM's `error.code` (`AuthorizationFailed`) or a registry's
-    /// `errors[0].code`; Keystone's `error.title` (`Unauthorized`) or
-    /// Cinder's fault name (`itemNotFound`, `badRequest`, `overLimit`).
-    pub code: Option<String>,
-    /// The message (Entra's starts with its `AADSTS…` number); for a body in
-    /// none of the cloud's shapes, the start of the body itself.
-    pub message: Option<String>,
+/// How a call failed.
+#[derive(Debug)]
+pub enum CallErrorKind<D> {
+    /// The cloud answered 404: the resource (or the API path) does not exist.
+    NotFound { detail: D },
+    /// The cloud answered with an error status other than 404.
+    Api { status: u16, detail: D },
+    /// No answer within the caller's deadline (or the client's timeout),
+    /// the wait shown in whole milliseconds as Go writes durations.
+    Deadline { after: Duration },
+    /// The call did not get through (DNS, refused, TLS, cut off); `timeout`
+    /// when it ran out of the client's time on the way.
+    Transport { reason: String, timeout: bool },
+    /// An answer we cannot use (a success without the fields it needs, a
+    /// token answer without its token, …).
+    Garbage { problem: String },
+    /// The answer was larger than the call's cap and was not read.
+    TooLarge { source: BodyError },
 }
 
-impl fmt::Display for CodeMessage {
+impl<D> CallError<D> {
+    pub fn new(service: &'static str, url: impl Into<String>, kind: CallErrorKind<D>) -> Self {
+        Self {
+            service,
+            url: url.into(),
+            kind,
+        }
+    }
+
+    /// The URL called, as shown; `None` when the failure names none.
+    pub fn url(&self) -> Option<&str> {
+        Some(self.url.as_str()).filter(|url| !url.is_empty())
+    }
+
+    /// True when the call ran out of time.
+    pub fn is_timeout(&self) -> bool {
+        match self.kind {
+            CallErrorKind::Deadline { .. } => true,
+            CallErrorKind::Transport { timeout, .. } => timeout,
+            _ => false,
+        }
+    }
+
+    /// True for a 404: the resource does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self.kind, CallErrorKind::NotFound { .. })
+    }
+
+    /// The HTTP status the cloud answered, for its refusals.
+    pub fn status(&self) -> Option<u16> {
+        match self.kind {
+            CallErrorKind::NotFound { .. } => Some(404),
+            CallErrorKind::Api { status, .. } => Some(status),
+            _ => None,
+        }
+    }
+
+    /// What the cloud said, for its refusals.
+    pub fn detail(&self) -> Option<&D> {
+        match &self.kind {
+            CallErrorKind::NotFound { detail } | CallErrorKind::Api { detail, .. } => Some(detail),
+            _ => None,
+        }
+    }
+}
+
+impl<D: fmt::Display> fmt::Display for CallError<D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        show_detail(f, self.code.as_deref(), self.message.as_deref())
+        let Self { service, url, kind } = self;
+        match kind {
+            CallErrorKind::NotFound { detail } => write!(f, "{service}: {url} not found (HTTP 404: {detail})"),
+            CallErrorKind::Api { status, detail } => write!(f, "{service} answered HTTP {status} for {url}: {detail}"),
+            CallErrorKind::Deadline { after } => {
+                write!(f, "{service} did not answer {url} within {}", shown_wait(*after))
+            }
+            CallErrorKind::Transport { reason, .. } => write!(f, "cannot reach {service} at {url}: {reason}"),
+            CallErrorKind::Garbage { problem } => write!(f, "{service} sent an unusable answer for {url}: {problem}"),
+            CallErrorKind::TooLarge { source } => write!(f, "{service}: {source}"),
+        }
     }
 }
 
-impl CodeMessage {
-    /// The strings `code` and `message` of an error body, as [`remote_text`].
-    pub(crate) fn read(code: &Value, message: &Value, secrets: &[&str]) -> Self {
+impl<D: fmt::Debug + fmt::Display> std::error::Error for CallError<D> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            CallErrorKind::TooLarge { source } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// A wait as Go writes durations, in whole milliseconds.
+pub(crate) fn shown_wait(after: Duration) -> String {
+    crate::go_duration::format(Duration::from_millis(after.as_millis() as u64))
+}
+
+/// A value that cannot stand where it would be sent (a path segment, a
+/// host): nothing was sent. Each cloud's error shows it in its own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidName {
+    /// What the value is (`disk`, `registry`, `volume ID`).
+    pub what: &'static str,
+    /// The value, cleaned for a log line and cut.
+    pub value: String,
+    pub problem: &'static str,
+}
+
+impl InvalidName {
+    /// `value` refused as a `what` for `problem`, shown cleaned and cut.
+    pub(crate) fn new(what: &'static str, value: &str, problem: &'static str) -> Self {
         Self {
-            code: remote_text(code, secrets, CODE_LIMIT),
-            message: remote_text(message, secrets, MESSAGE_LIMIT),
-        }
-    }
-
-    /// A body in none of the cloud's shapes, as [`raw_message`].
-    pub(crate) fn raw(body: &[u8], secrets: &[&str]) -> Self {
-        Self {
-            code: None,
-            message: raw_message(body, secrets),
+            what,
+            value: crate::logging::clean_text(value, &[], 80),
+            problem,
         }
     }
 }
-
-/// Shows a detail as `code: message`, either alone, or a note that the
-/// answer had none.
-pub(crate) fn show_detail(f: &mut fmt::Formatter<'_>, code: Option<&str>, message: Option<&str>) -> fmt::Result {
-    match (code, message) {
-        (Some(code), Some(message)) => write!(f, "{code}: {message}"),
-        (Some(text), None) | (None, Some(text)) => f.write_str(text),
-        (None, None) => f.write_str("no error details in the answer"),
-    }
-}
-
-/// Declares a cloud's error enum: `NotFound`, `Api`, `Deadline`,
-/// `Transport`, `Garbage`, `TooLarge`, `Client` and `InvalidName` (shown with
-/// the `invalid` message), the cloud's `transparent` wrappers of another
-/// error (written here: `#[error(transparent)]` must come from the same
-/// macro as the derive), then the cloud's own variants; with
-/// `is_not_found()`, `status()`, `detail()`, `invalid()` and its
-/// [`CloudError`](crate::api::CloudError), an error body read into a
-/// `detail` by `read(body, secrets)`.
-macro_rules! cloud_error {
-    (
-        $(#[$meta:meta])*
-        pub enum $error:ident {
-            cloud: $cloud:literal,
-            detail: $detail:ty,
-            read: $read:path,
-            invalid: $invalid:tt,
-            transparent: [$($(#[$tmeta:meta])* $tname:ident($tty:ty)),* $(,)?],
-            $($own:tt)*
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, thiserror::Error)]
-        pub enum $error {
-            #[doc = concat!($cloud, " answered 404: the resource (or the API path) does not exist.")]
-            #[error("{service}: {url} not found (HTTP 404: {detail})")]
-            NotFound {
-                service: &'static str,
-                url: String,
-                detail: $detail,
-            },
-            #[doc = concat!($cloud, " answered with an error status other than 404.")]
-            #[error("{service} answered HTTP {status} for {url}: {detail}")]
-            Api {
-                service: &'static str,
-                url: String,
-                status: u16,
-                detail: $detail,
-            },
-            /// No answer within the caller's deadline (or the client's timeout),
-            /// the wait shown in whole milliseconds as Go writes durations.
-            #[error(
-                "{service} did not answer {url} within {}",
-                $crate::go_duration::format(std::time::Duration::from_millis(after.as_millis() as u64))
-            )]
-            Deadline {
-                service: &'static str,
-                url: String,
-                after: std::time::Duration,
-            },
-            #[error("cannot reach {service} at {url}: {reason}")]
-            Transport {
-                service: &'static str,
-                url: String,
-                reason: String,
-            },
-            /// An answer we cannot use (a success without the fields it
-            /// needs, a token answer without its token, …).
-            #[error("{service} sent an unusable answer for {url}: {problem}")]
-            Garbage {
-                service: &'static str,
-                url: String,
-                problem: String,
-            },
-            #[error("{service}: {source}")]
-            TooLarge {
-                service: &'static str,
-                #[source]
-                source: $crate::http::BodyError,
-            },
-            #[error(transparent)]
-            Client(#[from] $crate::http::HttpClientError),
-            /// A value that cannot stand where it would be sent (a path
-            /// segment, a host); nothing was sent.
-            #[error($invalid)]
-            InvalidName {
-                what: &'static str,
-                value: String,
-                problem: &'static str,
-            },
-            $(
-                $(#[$tmeta])*
-                #[error(transparent)]
-                $tname(#[from] $tty),
-            )*
-            $($own)*
-        }
-
-        impl $error {
-            #[doc = concat!("True for ", $cloud, "'s 404: the resource does not exist.")]
-            pub fn is_not_found(&self) -> bool {
-                matches!(self, $error::NotFound { .. })
-            }
-
-            #[doc = concat!("The HTTP status ", $cloud, " answered, for API errors.")]
-            pub fn status(&self) -> Option<u16> {
-                match self {
-                    $error::NotFound { .. } => Some(404),
-                    $error::Api { status, .. } => Some(*status),
-                    _ => None,
-                }
-            }
-
-            #[doc = concat!($cloud, "'s error details, for API errors.")]
-            pub fn detail(&self) -> Option<&$detail> {
-                match self {
-                    $error::NotFound { detail, .. } | $error::Api { detail, .. } => Some(detail),
-                    _ => None,
-                }
-            }
-
-            /// `value` refused as a `what` for `problem`, shown cleaned and cut.
-            pub(crate) fn invalid(what: &'static str, value: &str, problem: &'static str) -> Self {
-                $error::InvalidName {
-                    what,
-                    value: $crate::logging::clean_text(value, &[], 80),
-                    problem,
-                }
-            }
-        }
-
-        impl $crate::api::CloudError for $error {
-            type Detail = $detail;
-            fn detail(body: &[u8], secrets: &[&str]) -> $detail {
-                $read(body, secrets)
-            }
-            fn not_found(service: &'static str, url: String, detail: $detail) -> Self {
-                $error::NotFound { service, url, detail }
-            }
-            fn api(service: &'static str, url: String, status: u16, detail: $detail) -> Self {
-                $error::Api {
-                    service,
-                    url,
-                    status,
-                    detail,
-                }
-            }
-            fn deadline(service: &'static str, url: String, after: std::time::Duration) -> Self {
-                $error::Deadline { service, url, after }
-            }
-            fn transport(service: &'static str, url: String, reason: String) -> Self {
-                $error::Transport { service, url, reason }
-            }
-            fn garbage(service: &'static str, url: String, problem: String) -> Self {
-                $error::Garbage {
-                    service,
-                    url,
-                    problem,
-                }
-            }
-            fn too_large(service: &'static str, source: $crate::http::BodyError) -> Self {
-                $error::TooLarge { service, source }
-            }
-        }
-    };
-}
-
-pub(crate) use cloud_error;

@@ -12,6 +12,7 @@ use url::Url;
 use super::credentials::AwsCredentials;
 use super::endpoints::{self, EndpointOptions, Service};
 use super::error::{AwsError, json_error, read_answer, transport_error, xml_error};
+use crate::api::{CallError, CallErrorKind};
 
 const MAX_ATTEMPTS: u32 = 5;
 const BACKOFF_BASE: Duration = Duration::from_millis(50);
@@ -73,11 +74,7 @@ impl AwsClient {
                 deadline,
             )
             .await?;
-        serde_json::from_slice(&answer).map_err(|e| AwsError::Garbage {
-            service: service.signing_name,
-            action,
-            problem: e.to_string(),
-        })
+        serde_json::from_slice(&answer).map_err(|e| AwsError::garbage(service.signing_name, action, e.to_string()))
     }
 
     /// A query-protocol call (form-encoded, XML answer), as EC2 and STS use.
@@ -102,11 +99,7 @@ impl AwsClient {
         let answer = self
             .call(service, action, Protocol::Query, body, credentials, deadline)
             .await?;
-        String::from_utf8(answer).map_err(|e| AwsError::Garbage {
-            service: service.signing_name,
-            action,
-            problem: e.to_string(),
-        })
+        String::from_utf8(answer).map_err(|e| AwsError::garbage(service.signing_name, action, e.to_string()))
     }
 
     async fn call(
@@ -124,13 +117,15 @@ impl AwsClient {
             attempt += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
             let result = if remaining.is_zero() {
-                Err(AwsError::Transport {
-                    service: service.signing_name,
+                Err(AwsError::call(
+                    service.signing_name,
                     action,
-                    url: crate::http::shown_url(&url),
-                    reason: "deadline reached".into(),
-                    timeout: true,
-                })
+                    crate::http::shown_url(&url),
+                    CallErrorKind::Transport {
+                        reason: "deadline reached".into(),
+                        timeout: true,
+                    },
+                ))
             } else {
                 self.attempt(service, action, &protocol, &url, &body, credentials, remaining)
                     .await
@@ -145,15 +140,22 @@ impl AwsClient {
             let pause = bound.mul_f64(fastrand::f64());
             let left = deadline.saturating_duration_since(Instant::now());
             if attempt >= MAX_ATTEMPTS || left <= pause {
+                // AWS's own refusal stands as it is; a call that kept
+                // failing to get through becomes the retries' failure.
                 return Err(match error {
-                    AwsError::Api { .. } => error,
-                    other => AwsError::Deadline {
-                        service: service.signing_name,
+                    AwsError::Call {
+                        error:
+                            last @ CallError {
+                                kind: CallErrorKind::Transport { .. },
+                                ..
+                            },
+                        ..
+                    } => AwsError::Deadline {
                         action,
                         attempts: attempt,
-                        last_timed_out: matches!(other, AwsError::Transport { timeout: true, .. }),
-                        last: other.to_string(),
+                        last,
                     },
+                    other => other,
                 });
             }
             tracing::debug!(service = service.signing_name, action, attempt, ?pause, %error, "retrying");
@@ -306,7 +308,19 @@ mod tests {
             let error = super::super::ec2::describe_volumes(&client_of(&server), &["vol-1"], &credentials, deadline)
                 .await
                 .unwrap_err();
-            assert!(matches!(error, AwsError::Garbage { .. }), "{framing:?}: {error}");
+            assert!(
+                matches!(
+                    &error,
+                    AwsError::Call {
+                        error: CallError {
+                            kind: CallErrorKind::Garbage { .. },
+                            ..
+                        },
+                        ..
+                    }
+                ),
+                "{framing:?}: {error}"
+            );
             oversize::assert_refused(&error.to_string(), &server, "4 MiB", &sent);
 
             let (server, sent) = oversize::serve(framing).await;

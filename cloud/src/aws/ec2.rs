@@ -41,11 +41,7 @@ pub async fn describe_volumes(
 /// ID and zone. Public for the fuzz targets (fuzz/).
 pub fn parse_describe_volumes(xml: &str) -> Result<Vec<Volume>, AwsError> {
     const ACTION: &str = "DescribeVolumes";
-    let garbage = |problem: String| AwsError::Garbage {
-        service: "ec2",
-        action: ACTION,
-        problem,
-    };
+    let garbage = |problem: String| AwsError::garbage("ec2", ACTION, problem);
     let document = roxmltree::Document::parse(xml).map_err(|e| garbage(e.to_string()))?;
     let Some(set) = document.descendants().find(|n| n.has_tag_name("volumeSet")) else {
         return Err(garbage("no volumeSet".into()));
@@ -83,11 +79,7 @@ pub async fn private_dns_name(
             deadline,
         )
         .await?;
-    let document = roxmltree::Document::parse(&xml).map_err(|e| AwsError::Garbage {
-        service: "ec2",
-        action: ACTION,
-        problem: e.to_string(),
-    })?;
+    let document = roxmltree::Document::parse(&xml).map_err(|e| AwsError::garbage("ec2", ACTION, e.to_string()))?;
     Ok(document
         .descendants()
         .find(|n| n.has_tag_name("privateDnsName"))

@@ -111,11 +111,7 @@ pub async fn authorization_token(
     let answer = client
         .json(service, prefix, ACTION, &serde_json::json!({}), credentials, deadline)
         .await?;
-    parse_authorization_answer(&answer).map_err(|problem| AwsError::Garbage {
-        service: service.signing_name,
-        action: ACTION,
-        problem: problem.to_owned(),
-    })
+    parse_authorization_answer(&answer).map_err(|problem| AwsError::garbage(service.signing_name, ACTION, problem))
 }
 
 /// A `GetAuthorizationToken` answer: private ECR's `authorizationData` list

@@ -1,10 +1,13 @@
 //! What an AWS call can fail with, and how an answer's body and error
 //! document are read: shared by the signed client and the unsigned STS call.
 
+use std::fmt;
+
 use url::Url;
 
 use super::credentials::CredentialsError;
 use super::endpoints::{self, Service};
+use crate::api::{CallError, CallErrorKind, CallFailure, shown_wait};
 use crate::http::BodyError;
 
 /// Error codes AWS uses for throttling and passing trouble.
@@ -31,39 +34,30 @@ const RETRYABLE_CODES: &[&str] = &[
     "ServiceUnavailable",
 ];
 
+/// Why an AWS call (or setting up for one) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AwsError {
-    #[error("{service} {action}: {code} (HTTP {status}): {message}")]
-    Api {
-        service: &'static str,
+    /// One call failed (or the last of its attempts, when retrying cannot
+    /// help): AWS refused it ([`CallErrorKind::Api`], its code in the
+    /// detail), it did not get through, or its answer is unusable.
+    #[error("{}", ShownCall(.action, .error))]
+    Call {
         action: &'static str,
-        status: u16,
-        code: String,
-        message: String,
+        error: CallError<AwsDetail>,
     },
-    #[error("{service} {action} at {url}: {reason}")]
-    Transport {
-        service: &'static str,
-        action: &'static str,
-        url: String,
-        reason: String,
-        timeout: bool,
-    },
-    #[error("{service} {action}: no answer within the deadline ({attempts} attempts); last error: {last}")]
+    /// Retrying throttling and passing trouble ran out of attempts or of the
+    /// deadline; `last` is the last attempt's failure (a timeout when it ran
+    /// out of time itself, rather than failing: a refused connection, an
+    /// untrusted certificate).
+    #[error(
+        "{} {action}: no answer within the deadline ({attempts} attempts); last error: {}",
+        .last.service,
+        ShownCall(.action, .last)
+    )]
     Deadline {
-        service: &'static str,
         action: &'static str,
         attempts: u32,
-        last: String,
-        /// Whether the last attempt itself ran out of time (rather than failing,
-        /// e.g. a refused connection or an untrusted certificate).
-        last_timed_out: bool,
-    },
-    #[error("{service} {action}: unreadable answer: {problem}")]
-    Garbage {
-        service: &'static str,
-        action: &'static str,
-        problem: String,
+        last: CallError<AwsDetail>,
     },
     #[error("{0}")]
     Credentials(#[from] CredentialsError),
@@ -73,22 +67,107 @@ pub enum AwsError {
     Signing { service: &'static str, reason: String },
 }
 
+/// What AWS said refusing a call, cleaned for a log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsDetail {
+    /// The error code (`InvalidVolume.NotFound`, `ThrottlingException`), else
+    /// `HTTP<status>`.
+    pub code: String,
+    pub message: String,
+}
+
+impl fmt::Display for AwsDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// A call's failure in AWS's words: the service and action, and the URL
+/// when the call did not get through.
+struct ShownCall<'a>(&'a str, &'a CallError<AwsDetail>);
+
+impl fmt::Display for ShownCall<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ShownCall(action, CallError { service, url, kind }) = self;
+        match kind {
+            CallErrorKind::Api { status, detail } => {
+                write!(
+                    f,
+                    "{service} {action}: {} (HTTP {status}): {}",
+                    detail.code, detail.message
+                )
+            }
+            CallErrorKind::NotFound { detail } => {
+                write!(f, "{service} {action}: {} (HTTP 404): {}", detail.code, detail.message)
+            }
+            CallErrorKind::Transport { reason, .. } => write!(f, "{service} {action} at {url}: {reason}"),
+            CallErrorKind::Deadline { after } => {
+                write!(
+                    f,
+                    "{service} {action} at {url}: no answer within {}",
+                    shown_wait(*after)
+                )
+            }
+            CallErrorKind::Garbage { problem } => write!(f, "{service} {action}: unreadable answer: {problem}"),
+            CallErrorKind::TooLarge { source } => write!(f, "{service} {action}: unreadable answer: {source}"),
+        }
+    }
+}
+
 impl AwsError {
+    /// A failure of `service`'s `action` at `url` (shown; empty when the
+    /// failure names none).
+    pub(crate) fn call(
+        service: &'static str,
+        action: &'static str,
+        url: impl Into<String>,
+        kind: CallErrorKind<AwsDetail>,
+    ) -> Self {
+        AwsError::Call {
+            action,
+            error: CallError::new(service, url, kind),
+        }
+    }
+
+    /// An answer of `service`'s `action` we cannot use (read apart from its
+    /// call: no URL).
+    pub(crate) fn garbage(service: &'static str, action: &'static str, problem: impl Into<String>) -> Self {
+        let problem = problem.into();
+        Self::call(service, action, String::new(), CallErrorKind::Garbage { problem })
+    }
+
     /// The AWS error code, for API errors.
     pub fn code(&self) -> Option<&str> {
         match self {
-            AwsError::Api { code, .. } => Some(code),
+            AwsError::Call { error, .. } => error.detail().map(|d| d.code.as_str()),
             _ => None,
         }
     }
 
     pub(crate) fn retryable(&self) -> bool {
-        match self {
-            AwsError::Api { status, code, .. } => {
-                *status >= 500 || *status == 429 || RETRYABLE_CODES.contains(&code.as_str())
+        let AwsError::Call { error, .. } = self else {
+            return false;
+        };
+        match &error.kind {
+            CallErrorKind::Api { status, detail } => {
+                *status >= 500 || *status == 429 || RETRYABLE_CODES.contains(&detail.code.as_str())
             }
-            AwsError::Transport { .. } => true,
+            CallErrorKind::Transport { .. } => true,
             _ => false,
+        }
+    }
+}
+
+impl CallFailure for AwsError {
+    type Detail = AwsDetail;
+
+    /// This call, or the last attempt after retries: a timeout when that
+    /// attempt ran out of time itself.
+    fn failed_call(&self) -> Option<&CallError<AwsDetail>> {
+        match self {
+            AwsError::Call { error, .. } => Some(error),
+            AwsError::Deadline { last, .. } => Some(last),
+            _ => None,
         }
     }
 }
@@ -102,13 +181,12 @@ pub(crate) fn transport_error(
     let timeout = error.is_timeout();
     let error = error.without_url();
     let reason = crate::logging::error_chain(&error);
-    AwsError::Transport {
+    AwsError::call(
         service,
         action,
-        url: crate::http::shown_url(url),
-        reason,
-        timeout,
-    }
+        crate::http::shown_url(url),
+        CallErrorKind::Transport { reason, timeout },
+    )
 }
 
 /// The body of an answer of `service`, at most its `max_answer` bytes (an
@@ -124,11 +202,15 @@ pub(crate) async fn read_answer(
         .await
         .map_err(|e| match e {
             BodyError::Transport(e) => transport_error(service_name, action, url, e),
-            too_large @ BodyError::TooLarge { .. } => AwsError::Garbage {
-                service: service_name,
+            // Shown as an unreadable answer, as a body that does not parse.
+            too_large @ BodyError::TooLarge { .. } => AwsError::call(
+                service_name,
                 action,
-                problem: too_large.to_string(),
-            },
+                crate::http::shown_url(url),
+                CallErrorKind::Garbage {
+                    problem: too_large.to_string(),
+                },
+            ),
         })
 }
 
@@ -170,13 +252,12 @@ fn api_error(
     message: &str,
     secrets: &[&str],
 ) -> AwsError {
-    AwsError::Api {
-        service,
-        action,
-        status,
+    let detail = AwsDetail {
         code: crate::logging::clean_text(code, secrets, MAX_CODE),
         message: crate::logging::clean_text(message, secrets, MAX_MESSAGE),
-    }
+    };
+    // The URL is the caller's to know: an API error is shown without it.
+    AwsError::call(service, action, String::new(), CallErrorKind::Api { status, detail })
 }
 
 /// An error from a JSON-protocol service (`__type` or `x-amzn-ErrorType`),

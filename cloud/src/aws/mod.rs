@@ -25,4 +25,4 @@ pub use client::AwsClient;
 pub use config::{AwsConfig, AwsConfigError};
 pub use credentials::{AwsCredentials, CredentialsError};
 pub use endpoints::{EndpointOptions, Service};
-pub use error::AwsError;
+pub use error::{AwsDetail, AwsError};

@@ -48,11 +48,7 @@ pub async fn assume_role_with_web_identity(
         // or the node's AWS_WEB_IDENTITY_TOKEN_FILE), it is cut out here.
         return Err(error::xml_error("sts", ACTION, status, &body, &[token]));
     }
-    parse_credentials(&body).ok_or_else(|| AwsError::Garbage {
-        service: "sts",
-        action: ACTION,
-        problem: "the answer has no Credentials".into(),
-    })
+    parse_credentials(&body).ok_or_else(|| AwsError::garbage("sts", ACTION, "the answer has no Credentials"))
 }
 
 /// The `Credentials` element of an `AssumeRoleWithWebIdentity` answer

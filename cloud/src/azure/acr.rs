@@ -27,6 +27,7 @@ use url::Url;
 use super::Call;
 use super::error::AzureError;
 use super::token::{AccessToken, TokenSource};
+use crate::api::InvalidName;
 use crate::endpoint::SecureEndpoint;
 
 /// The username that goes with an ACR refresh token.
@@ -67,7 +68,7 @@ impl fmt::Debug for AcrRefreshToken {
 /// and `-` (or an IP address), an optional port, nothing else (no scheme,
 /// path, user or query), so it can only name a registry's root.
 pub fn check_registry(registry: &str) -> Result<&str, AzureError> {
-    let invalid = |problem| Err(AzureError::invalid("registry", registry, problem));
+    let invalid = |problem| Err(AzureError::InvalidName(InvalidName::new("registry", registry, problem)));
     if registry.is_empty() || registry.len() > 253 + 6 {
         return invalid("it is empty or longer than a host name and port");
     }
@@ -259,11 +260,11 @@ impl AcrClient {
             realm_host.eq_ignore_ascii_case(&challenge.registry)
         });
         if !same_host {
-            return Err(AzureError::invalid(
+            return Err(AzureError::InvalidName(InvalidName::new(
                 "challenge realm",
                 &crate::http::shown_url(realm),
                 "it is not on the registry's own host, so the Entra token is not sent there",
-            ));
+            )));
         }
         let mut root = realm.clone();
         root.set_path("/oauth2/exchange");

@@ -5,7 +5,7 @@
 //! One call, no retries and no cache: the webhook's lookup mechanism
 //! caches, shares concurrent lookups and owns the deadline, which every call
 //! here is given and keeps (the token fetch included). A disk that does not
-//! exist is [`AzureError::NotFound`], distinct from other refusals.
+//! exist is a 404 ([`CallFailure::is_not_found`](crate::api::CallFailure::is_not_found)), distinct from other refusals.
 
 use std::fmt;
 use std::sync::Arc;

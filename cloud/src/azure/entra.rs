@@ -2,7 +2,7 @@
 //! `grant_type=client_credentials`, `scope={resource}/.default`) with a
 //! service principal's secret ([`ClientSecretCredential`]) or a federated
 //! client assertion ([`ClientAssertionCredential`], workload identity), as
-//! azidentity's credentials call it. A refusal is [`AzureError::Api`] with
+//! azidentity's credentials call it. A refusal is an API error ([`crate::api::CallErrorKind::Api`]) with
 //! Entra's `error` and `error_description` (`invalid_client`, `AADSTS…`),
 //! the secret or assertion cut out.
 
@@ -16,6 +16,7 @@ use super::Call;
 use super::environment::{scope_for, token_url};
 use super::error::AzureError;
 use super::token::{AccessToken, TokenFuture, TokenSource, parse_token_answer};
+use crate::api::InvalidName;
 use crate::endpoint::SecureEndpoint;
 
 /// How long one token call may take unless told otherwise.
@@ -48,7 +49,11 @@ impl Entra {
     ) -> Result<Self, AzureError> {
         let url = token_url(authority, tenant)?;
         if client_id.trim().is_empty() {
-            return Err(AzureError::invalid("client ID", client_id, "it is empty"));
+            return Err(AzureError::InvalidName(InvalidName::new(
+                "client ID",
+                client_id,
+                "it is empty",
+            )));
         }
         Ok(Self {
             http,
@@ -193,11 +198,11 @@ impl ClientAssertionCredential {
                     .map_err(AzureError::AssertionFile)?;
                 let text = text.trim();
                 if text.is_empty() {
-                    return Err(AzureError::invalid(
+                    return Err(AzureError::InvalidName(InvalidName::new(
                         "federated token file",
                         &path.display().to_string(),
                         "it is empty",
-                    ));
+                    )));
                 }
                 SecretString::from(text.to_owned())
             }

@@ -10,23 +10,50 @@
 
 use serde_json::Value;
 
+use crate::api::{CallError, CallFailure, CloudError, InvalidName};
+use crate::endpoint::EndpointError;
 use crate::files::FileError;
+use crate::http::HttpClientError;
 
-crate::api::cloud_error! {
-    pub enum AzureError {
-        cloud: "Azure",
-        detail: ErrorDetail,
-        read: read_detail,
-        invalid: "{what} \"{value}\" is not valid: {problem}",
-        transparent: [Endpoint(crate::endpoint::EndpointError)],
-        /// The federated token (client assertion) file could not be read.
-        #[error("the federated token file: {0}")]
-        AssertionFile(#[source] FileError),
-        /// The cloud config names no way to get a token.
-        #[error(
-            "the Azure cloud config names no credentials: set useManagedIdentityExtension, aadClientId with aadClientSecret, or useFederatedWorkloadIdentityExtension with aadFederatedTokenFile"
-        )]
-        NoCredentials,
+/// Why an Azure call (or setting up for one) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AzureError {
+    /// A call to Entra ID, IMDS, ARM or a registry failed: refused (404:
+    /// [`CallFailure::is_not_found`]), unanswered in time, unreachable or
+    /// answered with something unusable.
+    #[error(transparent)]
+    Call(#[from] CallError<ErrorDetail>),
+    #[error(transparent)]
+    Client(#[from] HttpClientError),
+    /// A value that cannot stand where it would be sent; nothing was sent.
+    #[error("{} \"{}\" is not valid: {}", .0.what, .0.value, .0.problem)]
+    InvalidName(InvalidName),
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// The federated token (client assertion) file could not be read.
+    #[error("the federated token file: {0}")]
+    AssertionFile(#[source] FileError),
+    /// The cloud config names no way to get a token.
+    #[error(
+        "the Azure cloud config names no credentials: set useManagedIdentityExtension, aadClientId with aadClientSecret, or useFederatedWorkloadIdentityExtension with aadFederatedTokenFile"
+    )]
+    NoCredentials,
+}
+
+impl CallFailure for AzureError {
+    type Detail = ErrorDetail;
+
+    fn failed_call(&self) -> Option<&CallError<ErrorDetail>> {
+        match self {
+            Self::Call(call) => Some(call),
+            _ => None,
+        }
+    }
+}
+
+impl CloudError for AzureError {
+    fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
+        read_detail(body, secrets)
     }
 }
 

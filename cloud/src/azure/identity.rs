@@ -30,6 +30,7 @@ pub use super::entra::{Assertion, ClientAssertionCredential, ClientSecretCredent
 use super::environment::{CloudEndpoints, resource_of};
 use super::error::AzureError;
 use super::token::{AccessToken, TokenFuture, TokenSource, parse_token_answer};
+use crate::api::{CallError, CallErrorKind, InvalidName};
 use crate::endpoint::SecureEndpoint;
 
 /// IMDS's documented address.
@@ -67,11 +68,11 @@ impl ManagedIdentityCredential {
             || !imds.username().is_empty()
             || imds.password().is_some()
         {
-            return Err(AzureError::invalid(
+            return Err(AzureError::InvalidName(InvalidName::new(
                 "IMDS endpoint",
                 imds.as_str(),
                 "an http URL with a host and no user is needed",
-            ));
+            )));
         }
         let mut url = imds
             .join("metadata/identity/oauth2/token")
@@ -107,7 +108,10 @@ impl ManagedIdentityCredential {
             let answer = Call::exchange(IMDS, &self.url, request, deadline).await;
             let retry = match &answer {
                 Ok(answer) => IMDS_RETRY.contains(&answer.status),
-                Err(AzureError::Transport { .. } | AzureError::Deadline { .. }) => true,
+                Err(AzureError::Call(CallError {
+                    kind: CallErrorKind::Transport { .. } | CallErrorKind::Deadline { .. },
+                    ..
+                })) => true,
                 Err(_) => false,
             };
             if retry && tries < IMDS_TRIES {
@@ -138,7 +142,7 @@ pub fn imds_base(given: Option<&SecureEndpoint>) -> Result<Url, AzureError> {
     match given {
         Some(endpoint) => Ok(super::base_url(endpoint)),
         None => Url::parse(IMDS_ENDPOINT)
-            .map_err(|_| AzureError::invalid("IMDS endpoint", IMDS_ENDPOINT, "it is not a URL")),
+            .map_err(|_| AzureError::InvalidName(InvalidName::new("IMDS endpoint", IMDS_ENDPOINT, "it is not a URL"))),
     }
 }
 

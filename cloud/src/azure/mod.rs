@@ -38,6 +38,7 @@ pub use error::{AzureError, ErrorDetail};
 pub use identity::{IMDS_ENDPOINT, ManagedIdentityCredential, credential_from_config, imds_base};
 pub use token::{AccessToken, CachedTokenSource, TokenFuture, TokenSource};
 
+use crate::api::InvalidName;
 use crate::endpoint::SecureEndpoint;
 
 /// `endpoint` as a base URL that relative paths join under: the path ends
@@ -61,23 +62,31 @@ pub(crate) fn base_url(endpoint: &SecureEndpoint) -> url::Url {
 /// and non-ASCII letters in resource groups; those are percent-encoded.)
 pub(crate) fn check_segment<'a>(what: &'static str, value: &'a str) -> Result<&'a str, AzureError> {
     if value.is_empty() {
-        return Err(AzureError::invalid(what, value, "it is empty"));
+        return Err(AzureError::InvalidName(InvalidName::new(what, value, "it is empty")));
     }
     if value.chars().count() > 253 {
-        return Err(AzureError::invalid(what, value, "it is longer than 253 characters"));
+        return Err(AzureError::InvalidName(InvalidName::new(
+            what,
+            value,
+            "it is longer than 253 characters",
+        )));
     }
     if value == "." || value == ".." {
-        return Err(AzureError::invalid(what, value, "it is a relative path"));
+        return Err(AzureError::InvalidName(InvalidName::new(
+            what,
+            value,
+            "it is a relative path",
+        )));
     }
     if value
         .chars()
         .any(|c| matches!(c, '/' | '\\' | '?' | '#' | '%') || c.is_whitespace() || c.is_control())
     {
-        return Err(AzureError::invalid(
+        return Err(AzureError::InvalidName(InvalidName::new(
             what,
             value,
             "'/', '\\', '?', '#', '%', spaces and control characters may not appear in it",
-        ));
+        )));
     }
     Ok(value)
 }

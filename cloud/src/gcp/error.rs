@@ -10,25 +10,49 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::api::{CODE_LIMIT, MESSAGE_LIMIT, raw_message, remote_text, show_detail};
+use crate::api::{
+    CODE_LIMIT, CallError, CallFailure, CloudError, InvalidName, MESSAGE_LIMIT, raw_message, remote_text, show_detail,
+};
+use crate::http::HttpClientError;
 use crate::metadata::MetadataError;
 
 /// The most of a reason or status kept (they are short identifiers).
 const REASON_LIMIT: usize = CODE_LIMIT;
 
-crate::api::cloud_error! {
-    pub enum GcpError {
-        cloud: "Google",
-        detail: ErrorDetail,
-        read: ErrorDetail::parse,
-        invalid: "{what} \"{value}\" is not a valid name: {problem}",
-        transparent: [
-            /// The metadata server failed or is not there.
-            Metadata(MetadataError),
-        ],
-        /// `GCE_METADATA_HOST` (or the value given in its place) is not `host[:port]`.
-        #[error("GCE_METADATA_HOST \"{value}\" {problem}")]
-        MetadataHost { value: String, problem: String },
+/// Why a Google call (or setting up for one) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GcpError {
+    /// A call to a Google API failed: refused (404: [`CallFailure::is_not_found`]),
+    /// unanswered in time, unreachable or answered with something unusable.
+    #[error(transparent)]
+    Call(#[from] CallError<ErrorDetail>),
+    #[error(transparent)]
+    Client(#[from] HttpClientError),
+    /// A name that cannot stand in an API path; nothing was sent.
+    #[error("{} \"{}\" is not a valid name: {}", .0.what, .0.value, .0.problem)]
+    InvalidName(InvalidName),
+    /// The metadata server failed or is not there.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    /// `GCE_METADATA_HOST` (or the value given in its place) is not `host[:port]`.
+    #[error("GCE_METADATA_HOST \"{value}\" {problem}")]
+    MetadataHost { value: String, problem: String },
+}
+
+impl CallFailure for GcpError {
+    type Detail = ErrorDetail;
+
+    fn failed_call(&self) -> Option<&CallError<ErrorDetail>> {
+        match self {
+            Self::Call(call) => Some(call),
+            _ => None,
+        }
+    }
+}
+
+impl CloudError for GcpError {
+    fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
+        ErrorDetail::parse(body, secrets)
     }
 }
 

@@ -54,7 +54,7 @@ impl IamCredentialsClient {
     /// `POST v1/projects/-/serviceAccounts/{service_account}:generateAccessToken`
     /// with `{"scope": scopes, "lifetime": "<seconds>s"}`, authorized by
     /// `bearer` (the federated token), before `deadline`. The token comes
-    /// back with its `expireTime`. A refusal is [`GcpError::Api`] with IAM's
+    /// back with its `expireTime`. A refusal is an API error ([`crate::api::CallErrorKind::Api`]) with IAM's
     /// reason (`IAM_PERMISSION_DENIED`) and status (`PERMISSION_DENIED`),
     /// without the bearer token.
     pub async fn generate_access_token(

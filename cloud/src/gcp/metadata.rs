@@ -14,6 +14,7 @@ use url::Url;
 
 use super::error::GcpError;
 use super::token::{AccessToken, TokenFuture, TokenSource};
+use crate::api::InvalidName;
 use crate::metadata::{MetadataClient, MetadataError, Provider};
 
 /// The variable Google's libraries (Go, Python, Java, Node) read for the
@@ -151,11 +152,11 @@ impl GceMetadata {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
         if !valid {
-            return Err(GcpError::invalid(
+            return Err(GcpError::InvalidName(InvalidName::new(
                 "metadata attribute",
                 name,
                 "only letters, digits, '-' and '_' may appear in it",
-            ));
+            )));
         }
         Ok(self
             .client

@@ -28,6 +28,7 @@ pub use metadata::{DEFAULT_METADATA_BASE, GceMetadata, METADATA_HOST_ENV, metada
 pub use sts::{CLOUD_PLATFORM_SCOPE, STS_ENDPOINT, StsClient, workload_identity_audience};
 pub use token::{AccessToken, CachedTokenSource, TokenFuture, TokenSource};
 
+use crate::api::InvalidName;
 use crate::endpoint::{EndpointError, SecureEndpoint};
 
 /// The endpoint a program was given (`given`, from a flag or variable that
@@ -57,7 +58,7 @@ pub(crate) fn base_url(endpoint: &SecureEndpoint) -> url::Url {
 /// `+` in e-mail addresses), never `/`, `?`, `%`, `.` or `..`, so a name from
 /// a PersistentVolume or an annotation cannot reach another resource.
 pub(crate) fn check_name<'a>(what: &'static str, value: &'a str) -> Result<&'a str, GcpError> {
-    let invalid = |problem| GcpError::invalid(what, value, problem);
+    let invalid = |problem| GcpError::InvalidName(InvalidName::new(what, value, problem));
     if value.is_empty() {
         return Err(invalid("it is empty"));
     }

@@ -65,10 +65,10 @@ impl StsClient {
     }
 
     /// `POST /v1/token`: `subject_token` (a JWT) for a federated access
-    /// token for `audience` with `scope`, before `deadline`. A refusal is
-    /// [`GcpError::Api`] with STS's `error` (`invalid_grant`, …) as the
-    /// reason and its `error_description` as the message, without the
-    /// subject token.
+    /// token for `audience` with `scope`, before `deadline`. A refusal is an
+    /// API error ([`crate::api::CallErrorKind::Api`]) with STS's `error`
+    /// (`invalid_grant`, …) as the reason and its `error_description` as the
+    /// message, without the subject token.
     pub async fn exchange_token(
         &self,
         audience: &str,

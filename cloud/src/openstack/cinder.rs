@@ -5,7 +5,7 @@
 //! lookups and owns the deadline, which every call here is given and keeps (the
 //! token fetch included). A token Cinder refuses (401: revoked, or expired early)
 //! is forgotten and one fresh token is fetched for one more try, within the same
-//! deadline. A volume that does not exist is [`OpenStackError::NotFound`].
+//! deadline. A volume that does not exist is a 404 ([`CallFailure::is_not_found`](crate::api::CallFailure::is_not_found)).
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,9 +18,10 @@ use url::Url;
 use super::Call;
 use super::error::OpenStackError;
 use super::keystone::{KEYSTONE, KeystoneAuth};
+use crate::api::{CallError, CallErrorKind, InvalidName};
 use crate::token::CachedTokenSource;
 
-/// The service name Cinder's errors carry (`OpenStackError::Api`'s `service`).
+/// The service name Cinder's errors carry (the [`CallError`]'s `service`).
 pub const CINDER: &str = "Cinder";
 /// The base microversion: every field read here is in it.
 pub const VOLUME_API_VERSION: &str = "volume 3.0";
@@ -67,10 +68,10 @@ impl VolumesClient {
             let started = Instant::now();
             let token = tokio::time::timeout_at(deadline.into(), self.tokens.get())
                 .await
-                .map_err(|_| OpenStackError::Deadline {
-                    service: KEYSTONE,
-                    url: crate::http::shown_url(self.tokens.source().tokens_url()),
-                    after: deadline.saturating_duration_since(started),
+                .map_err(|_| {
+                    let url = crate::http::shown_url(self.tokens.source().tokens_url());
+                    let after = deadline.saturating_duration_since(started);
+                    CallError::new(KEYSTONE, url, CallErrorKind::Deadline { after })
                 })??;
             let endpoint = self.tokens.source().endpoint().ok_or_else(|| {
                 Call::garbage(
@@ -120,14 +121,18 @@ fn volume_url(endpoint: &Url, id: &str) -> Result<Url, OpenStackError> {
 pub fn check_volume_id(id: &str) -> Result<&str, OpenStackError> {
     let id = id.trim();
     if id.is_empty() {
-        return Err(OpenStackError::invalid("volume ID", id, "it is empty"));
+        return Err(OpenStackError::InvalidName(InvalidName::new(
+            "volume ID",
+            id,
+            "it is empty",
+        )));
     }
     if id.len() > 255 {
-        return Err(OpenStackError::invalid(
+        return Err(OpenStackError::InvalidName(InvalidName::new(
             "volume ID",
             id,
             "it is longer than 255 characters",
-        ));
+        )));
     }
     if id == "."
         || id == ".."
@@ -135,11 +140,11 @@ pub fn check_volume_id(id: &str) -> Result<&str, OpenStackError> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     {
-        return Err(OpenStackError::invalid(
+        return Err(OpenStackError::InvalidName(InvalidName::new(
             "volume ID",
             id,
             "only letters, digits, '-', '_' and '.' may appear in it (a Cinder volume ID is a UUID)",
-        ));
+        )));
     }
     Ok(id)
 }

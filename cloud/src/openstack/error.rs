@@ -9,41 +9,67 @@
 
 use serde_json::Value;
 
-use crate::api::CODE_LIMIT;
+use crate::api::{CODE_LIMIT, CallError, CallFailure, CloudError, InvalidName};
+use crate::endpoint::EndpointError;
+use crate::http::HttpClientError;
 use crate::logging::clean_text;
 
-crate::api::cloud_error! {
-    pub enum OpenStackError {
-        cloud: "OpenStack",
-        detail: ErrorDetail,
-        read: read_detail,
-        invalid: "{what} \"{value}\" is not valid: {problem}",
-        transparent: [Endpoint(crate::endpoint::EndpointError)],
-        /// The token's catalog has no block-storage endpoint for the region and interface.
-        #[error(
-            "Keystone's catalog at {url} has no block-storage endpoint (types block-storage, volumev3, volumev2, volume, block-store) for region {region:?} and interface {interface}; it has: {found}; set the region (and interface) to one of these"
-        )]
-        NoEndpoint {
-            url: String,
-            region: String,
-            interface: &'static str,
-            /// What the catalog has: `type region interface` of each endpoint.
-            found: String,
-        },
-        /// Several endpoints of the preferred type match: gophercloud refuses to guess too.
-        #[error(
-            "Keystone's catalog at {url} has several {kind} endpoints for region {region:?} and interface {interface}: {found}"
-        )]
-        AmbiguousEndpoint {
-            url: String,
-            kind: String,
-            region: String,
-            interface: &'static str,
-            found: String,
-        },
-        /// The CA file could not be read or holds no certificate.
-        #[error("the CA file {path}: {problem}")]
-        CaFile { path: String, problem: String },
+/// Why an OpenStack call (or setting up for one) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenStackError {
+    /// A call to Keystone or Cinder failed: refused (404:
+    /// [`CallFailure::is_not_found`]), unanswered in time, unreachable or
+    /// answered with something unusable.
+    #[error(transparent)]
+    Call(#[from] CallError<ErrorDetail>),
+    #[error(transparent)]
+    Client(#[from] HttpClientError),
+    /// A value that cannot stand where it would be sent; nothing was sent.
+    #[error("{} \"{}\" is not valid: {}", .0.what, .0.value, .0.problem)]
+    InvalidName(InvalidName),
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// The token's catalog has no block-storage endpoint for the region and interface.
+    #[error(
+        "Keystone's catalog at {url} has no block-storage endpoint (types block-storage, volumev3, volumev2, volume, block-store) for region {region:?} and interface {interface}; it has: {found}; set the region (and interface) to one of these"
+    )]
+    NoEndpoint {
+        url: String,
+        region: String,
+        interface: &'static str,
+        /// What the catalog has: `type region interface` of each endpoint.
+        found: String,
+    },
+    /// Several endpoints of the preferred type match: gophercloud refuses to guess too.
+    #[error(
+        "Keystone's catalog at {url} has several {kind} endpoints for region {region:?} and interface {interface}: {found}"
+    )]
+    AmbiguousEndpoint {
+        url: String,
+        kind: String,
+        region: String,
+        interface: &'static str,
+        found: String,
+    },
+    /// The CA file could not be read or holds no certificate.
+    #[error("the CA file {path}: {problem}")]
+    CaFile { path: String, problem: String },
+}
+
+impl CallFailure for OpenStackError {
+    type Detail = ErrorDetail;
+
+    fn failed_call(&self) -> Option<&CallError<ErrorDetail>> {
+        match self {
+            Self::Call(call) => Some(call),
+            _ => None,
+        }
+    }
+}
+
+impl CloudError for OpenStackError {
+    fn read_detail(body: &[u8], secrets: &[&str]) -> ErrorDetail {
+        read_detail(body, secrets)
     }
 }
 

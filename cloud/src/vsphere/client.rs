@@ -20,6 +20,7 @@ use super::VsphereError;
 use super::placement::{HostLabels, labels_of};
 use super::soap::{self, DatastoreMounts, Entity, MoRef, Page, Parsed, ServiceContent};
 use super::tagging;
+use crate::api::CallErrorKind;
 
 /// A tagging (REST) answer: the tags of a datastore's hosts and their ancestors (about
 /// 150 bytes an object) fit many times over. SOAP answers: [`soap::MAX_ANSWER_BYTES`].
@@ -168,12 +169,20 @@ impl VcenterClient {
                 .downcast_ref::<reqwest::Error>()
                 .is_some_and(reqwest::Error::is_timeout),
         };
-        VsphereError::Transport {
-            endpoint: self.endpoint().to_owned(),
-            call,
-            reason: self.clean(&crate::logging::error_chain(error)),
-            timeout,
-        }
+        let reason = self.clean(&crate::logging::error_chain(error));
+        VsphereError::call(self.endpoint(), call, CallErrorKind::Transport { reason, timeout })
+    }
+
+    /// `call` answered `status`, an error, saying `text` (cleaned).
+    fn refused(&self, call: &'static str, status: reqwest::StatusCode, text: String) -> VsphereError {
+        let status = status.as_u16();
+        VsphereError::call(self.endpoint(), call, CallErrorKind::Api { status, detail: text })
+    }
+
+    /// An answer to `call` we cannot use, for `problem` (cleaned).
+    fn garbage(&self, call: &'static str, problem: impl Into<String>) -> VsphereError {
+        let problem = problem.into();
+        VsphereError::call(self.endpoint(), call, CallErrorKind::Garbage { problem })
     }
 
     fn parsed(&self, call: &'static str, parsed: Parsed) -> VsphereError {
@@ -185,11 +194,7 @@ impl VcenterClient {
                 kind: fault.kind,
                 text: self.clean(&fault.text),
             },
-            Parsed::Garbage(reason) => VsphereError::Garbage {
-                endpoint,
-                call,
-                reason: self.clean(&reason),
-            },
+            Parsed::Garbage(reason) => self.garbage(call, self.clean(&reason)),
         }
     }
 
@@ -234,12 +239,8 @@ impl VcenterClient {
             .await
             .map_err(|e| self.transport(call, &e))?;
         if !(status.is_success() || status == reqwest::StatusCode::INTERNAL_SERVER_ERROR) {
-            return Err(VsphereError::Status {
-                endpoint: self.endpoint().to_owned(),
-                call,
-                status: status.as_u16(),
-                text: self.clean(&String::from_utf8_lossy(&body)),
-            });
+            let detail = self.clean(&String::from_utf8_lossy(&body));
+            return Err(self.refused(call, status, detail));
         }
         let parsed = tokio::task::spawn_blocking(move || {
             let _permit = permit;
@@ -279,11 +280,8 @@ impl VcenterClient {
             }
             Err(garbage) => return Err(self.parsed("Login", garbage)),
         }
-        let cookie = cookie.ok_or_else(|| VsphereError::Garbage {
-            endpoint: self.endpoint().to_owned(),
-            call: "Login",
-            reason: format!("no {SESSION_COOKIE} cookie in the answer"),
-        })?;
+        let cookie =
+            cookie.ok_or_else(|| self.garbage("Login", format!("no {SESSION_COOKIE} cookie in the answer")))?;
         let session = Arc::new(SoapSession { cookie, content });
         *slot = Some(session.clone());
         Ok(session)
@@ -357,10 +355,9 @@ impl VcenterClient {
                 name: name.to_owned(),
             }),
             1 => Ok(found.remove(0)),
-            _ => Err(VsphereError::Garbage {
-                endpoint: self.endpoint().to_owned(),
-                call: "RetrievePropertiesEx",
-                reason: format!(
+            _ => Err(self.garbage(
+                "RetrievePropertiesEx",
+                format!(
                     "several datastores are named {name:?} ({}): a volume path cannot say which",
                     found
                         .iter()
@@ -368,7 +365,7 @@ impl VcenterClient {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-            }),
+            )),
         }
     }
 
@@ -388,11 +385,10 @@ impl VcenterClient {
         let all = self.datastores(|_| true).await?;
         let session = self.soap_session().await?;
         let Some(manager) = session.content.vstorage_object_manager.clone() else {
-            return Err(VsphereError::Garbage {
-                endpoint: self.endpoint().to_owned(),
-                call: "RetrieveServiceContent",
-                reason: "no VStorageObjectManager (First Class Disks need vCenter 6.5 or later)".to_owned(),
-            });
+            return Err(self.garbage(
+                "RetrieveServiceContent",
+                "no VStorageObjectManager (First Class Disks need vCenter 6.5 or later)",
+            ));
         };
         for datastore in &all {
             let make = |_: &ServiceContent| soap::retrieve_vstorage_object(&manager, id, &datastore.datastore);
@@ -550,18 +546,9 @@ impl VcenterClient {
             } else {
                 text
             };
-            return Err(VsphereError::Status {
-                endpoint: self.endpoint().to_owned(),
-                call,
-                status: status.as_u16(),
-                text: self.clean(&text),
-            });
+            return Err(self.refused(call, status, self.clean(&text)));
         }
-        parse(body).map_err(|reason| VsphereError::Garbage {
-            endpoint: self.endpoint().to_owned(),
-            call,
-            reason: self.clean(&reason),
-        })
+        parse(body).map_err(|reason| self.garbage(call, self.clean(&reason)))
     }
 
     /// A tagging call in the REST session (renewed once after a 401).

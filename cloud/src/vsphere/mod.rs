@@ -22,10 +22,11 @@ pub use self::client::{Trust, VcenterClient};
 pub use self::config::{ConfigError, VcenterConfig, VsphereConfig};
 pub use self::placement::HostLabels;
 use crate::SecureEndpoint;
+use crate::api::{CallError, CallErrorKind, CallFailure};
 
 /// Why a vSphere call failed. Names the vCenter and carries vSphere's own text;
 /// never the password or a session.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum VsphereError {
     #[error("vCenter {endpoint}: {reason}")]
@@ -36,13 +37,15 @@ pub enum VsphereError {
         "vCenter {endpoint}: the config sets insecure-flag (do not verify vCenter's certificate), which lets anyone on the path take the password: give ca-file instead"
     )]
     InsecureRefused { endpoint: String },
-    #[error("vCenter {endpoint}: {call}: {reason}")]
-    Transport {
-        endpoint: String,
+    /// The vim25 or tagging `call` failed: it did not get through
+    /// ([`CallErrorKind::Transport`], a timeout when it ran out of the client's
+    /// time), vCenter answered an HTTP error status ([`CallErrorKind::Api`],
+    /// with its text) or an answer we cannot use ([`CallErrorKind::Garbage`]).
+    /// The call error's URL is the vCenter.
+    #[error("{}", ShownCall(.call, .error))]
+    Call {
         call: &'static str,
-        reason: String,
-        /// The call ran out of its time (the client's timeout, the lookup's deadline).
-        timeout: bool,
+        error: CallError<String>,
     },
     #[error("vCenter {endpoint}: logging in as {user:?} was refused: {text}")]
     LoginRefused {
@@ -56,19 +59,6 @@ pub enum VsphereError {
         call: &'static str,
         kind: String,
         text: String,
-    },
-    #[error("vCenter {endpoint}: {call}: HTTP {status}: {text}")]
-    Status {
-        endpoint: String,
-        call: &'static str,
-        status: u16,
-        text: String,
-    },
-    #[error("vCenter {endpoint}: {call}: an answer we cannot use: {reason}")]
-    Garbage {
-        endpoint: String,
-        call: &'static str,
-        reason: String,
     },
     #[error("vCenter {endpoint}: no datastore named {name:?}")]
     DatastoreNotFound { endpoint: String, name: String },
@@ -90,12 +80,51 @@ pub enum VsphereError {
 }
 
 impl VsphereError {
-    /// The vCenter does not have the datastore or disk (another configured one may).
+    /// The `call` to the vCenter at `endpoint` failed so.
+    pub(crate) fn call(endpoint: &str, call: &'static str, kind: CallErrorKind<String>) -> Self {
+        Self::Call {
+            call,
+            error: CallError::new("vCenter", endpoint, kind),
+        }
+    }
+
+    /// The vCenter does not have the datastore or disk (another configured one
+    /// may); vCenter's answers name no missing resource by HTTP status.
     pub fn is_not_found(&self) -> bool {
         matches!(
             self,
             Self::DatastoreNotFound { .. } | Self::DiskNotFound { .. } | Self::NotFoundAnywhere { .. }
         )
+    }
+}
+
+impl CallFailure for VsphereError {
+    type Detail = String;
+
+    /// A failed call, its URL the vCenter's.
+    fn failed_call(&self) -> Option<&CallError<String>> {
+        match self {
+            Self::Call { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A call's failure in vSphere's words: the vCenter, then the call.
+struct ShownCall<'a>(&'a str, &'a CallError<String>);
+
+impl std::fmt::Display for ShownCall<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ShownCall(call, CallError { url, kind, .. }) = self;
+        write!(f, "vCenter {url}: {call}: ")?;
+        match kind {
+            CallErrorKind::Transport { reason, .. } => f.write_str(reason),
+            CallErrorKind::Api { status, detail } => write!(f, "HTTP {status}: {detail}"),
+            CallErrorKind::NotFound { detail } => write!(f, "HTTP 404: {detail}"),
+            CallErrorKind::Garbage { problem } => write!(f, "an answer we cannot use: {problem}"),
+            CallErrorKind::Deadline { after } => write!(f, "no answer within {}", crate::api::shown_wait(*after)),
+            CallErrorKind::TooLarge { source } => write!(f, "{source}"),
+        }
     }
 }
 
@@ -328,12 +357,15 @@ mod tests {
         vc.insecure = false;
         vc.ca_file = None;
         assert_eq!(trust(&vc, false), Some(Trust::System));
-        assert_eq!(base_url(&vc).map(|u| u.to_string()), Ok("https://vc/".to_owned()));
+        assert_eq!(
+            base_url(&vc).map(|u| u.to_string()).ok(),
+            Some("https://vc/".to_owned())
+        );
         vc.host = "fd00::1".into();
         vc.port = 8443;
         assert_eq!(
-            base_url(&vc).map(|u| u.to_string()),
-            Ok("https://[fd00::1]:8443/".to_owned())
+            base_url(&vc).map(|u| u.to_string()).ok(),
+            Some("https://[fd00::1]:8443/".to_owned())
         );
     }
 }

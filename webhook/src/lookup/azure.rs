@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cloud_access::SecureEndpoint;
+use cloud_access::api::{CallError, CallErrorKind, CallFailure};
 use cloud_access::azure::{
     AzureConfig, AzureError, CachedTokenSource, CloudEndpoints, Disk, DisksClient, ManagedDiskUri, TokenSource,
     credential_from_config, imds_base, zone_label,
@@ -235,7 +236,7 @@ impl AzureDiskLookup {
                     .get_or_try_init(|| discover(deadline))
                     .await
                     .map_err(|error| match error {
-                        AzureError::Deadline { url, .. } => LookupError::timed_out(Some(url)),
+                        error if error.is_timeout() => LookupError::timed_out(error.url().map(str::to_owned)),
                         error => LookupError::Failed(format!("the custom cloud's endpoints: {error}")),
                     })
             }
@@ -243,21 +244,20 @@ impl AzureDiskLookup {
     }
 
     async fn refused(&self, error: AzureError, tokens: &Tokens) -> LookupError {
-        if let AzureError::Deadline { url, .. } = error {
+        if error.is_timeout() {
             // The resolver's deadline, met here first: counted as a timeout.
-            return LookupError::timed_out(Some(url));
+            return LookupError::timed_out(error.url().map(str::to_owned));
         }
         let identity = self.hints.identity;
         match &error {
             // ARM's own answer: the volume already names the disk (the URL's path), so
             // its status, advice and ARM's code and message come first, within the
             // length of a denial.
-            AzureError::Api {
-                service: "ARM", detail, ..
-            }
-            | AzureError::NotFound {
-                service: "ARM", detail, ..
-            } => {
+            AzureError::Call(CallError {
+                service: "ARM",
+                kind: CallErrorKind::Api { detail, .. } | CallErrorKind::NotFound { detail },
+                ..
+            }) => {
                 tracing::debug!(%error, "Azure disk lookup refused");
                 let status = error.status().unwrap_or_default();
                 let advice = match status {

@@ -20,6 +20,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use cloud_access::api::{CallError, CallErrorKind, CallFailure};
 use cloud_access::openstack::{CINDER, OpenStackConfig, OpenStackError, Volume, VolumesClient, volumes_client};
 
 use crate::builtin::CINDER_DRIVER;
@@ -89,12 +90,15 @@ impl CloudLookup for CinderLookup {
         let id = volume_id(volume).ok_or(LookupError::NotFound)?;
         match self.volumes.volume(id, deadline).await {
             Ok(found) => topology_of(&found, &self.region, self.ignore_volume_az),
-            Err(OpenStackError::Deadline { url, .. }) => Err(LookupError::timed_out(Some(url))),
+            Err(error) if error.is_timeout() => Err(LookupError::timed_out(error.url().map(str::to_owned))),
             Err(error) => {
                 tracing::debug!(%error, "Cinder volume lookup refused");
                 // Advice for Cinder's refusals only: Keystone's 401 is the credential
                 // itself (its text says so), and Cinder was never called.
-                let cinder_refused = matches!(&error, OpenStackError::Api { service, .. } if *service == CINDER);
+                let cinder_refused = matches!(
+                    error.failed_call(),
+                    Some(CallError { service, kind: CallErrorKind::Api { .. }, .. }) if *service == CINDER
+                );
                 let advice = match error.status() {
                     Some(403) if cinder_refused => {
                         " (the credential needs a role that may read volumes, e.g. reader, in the volume's project)"

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use cloud_access::api::CallFailure;
 use cloud_access::aws::{AwsClient, AwsConfig, AwsCredentials, AwsError, CredentialsChain, ec2};
 
 use crate::builtin::{EBS_DRIVER, aws_region_of_zone};
@@ -134,10 +135,7 @@ impl EbsLookup {
     /// that kept failing otherwise (refused, an untrusted certificate) says why.
     fn failed(&self, error: AwsError) -> LookupError {
         match error {
-            AwsError::Deadline {
-                last_timed_out: true, ..
-            }
-            | AwsError::Transport { timeout: true, .. } => LookupError::timed_out(self.endpoint()),
+            error if error.is_timeout() => LookupError::timed_out(self.endpoint()),
             error => LookupError::Failed(error.to_string()),
         }
     }

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cloud_access::SecureEndpoint;
+use cloud_access::api::{CallError, CallErrorKind, CallFailure};
 use cloud_access::gcp::{CachedTokenSource, ComputeClient, Disk, GceMetadata, GcpError};
 use tokio::sync::{Mutex, OnceCell, Semaphore};
 use tokio::task::JoinSet;
@@ -289,7 +290,7 @@ impl GceLookup {
                 *list = Some(ZoneList::new(zones.clone(), Instant::now()));
                 Ok(zones)
             }
-            Err(GcpError::Deadline { url, .. }) => Err(LookupError::timed_out(Some(url))),
+            Err(error) if error.is_timeout() => Err(LookupError::timed_out(error.url().map(str::to_owned))),
             Err(error) => match stale {
                 Some(zones) => {
                     tracing::warn!(
@@ -321,9 +322,9 @@ impl GceLookup {
     }
 
     fn refused(&self, error: GcpError) -> LookupError {
-        if let GcpError::Deadline { url, .. } = error {
+        if error.is_timeout() {
             // The resolver's deadline, met here first: counted as a timeout.
-            return LookupError::timed_out(Some(url));
+            return LookupError::timed_out(error.url().map(str::to_owned));
         }
         let reason = error.detail().and_then(|d| d.reason.as_deref());
         let advice = match (error.status(), reason) {
@@ -362,11 +363,8 @@ impl Turns {
             (mine, self.all.acquire().await.ok())
         };
         let Ok(_held) = tokio::time::timeout_at(deadline.into(), turn).await else {
-            return Err(GcpError::Deadline {
-                service: "compute",
-                url: self.endpoint.clone(),
-                after: waited.elapsed(),
-            });
+            let after = waited.elapsed();
+            return Err(CallError::new("compute", self.endpoint.clone(), CallErrorKind::Deadline { after }).into());
         };
         call.await
     }
@@ -374,11 +372,8 @@ impl Turns {
 
 /// A "not found" standing for the hinted place's answer, already had.
 fn not_found_at_hint() -> GcpError {
-    GcpError::NotFound {
-        service: "compute",
-        url: String::new(),
-        detail: cloud_access::gcp::ErrorDetail::default(),
-    }
+    let detail = cloud_access::gcp::ErrorDetail::default();
+    CallError::new("compute", String::new(), CallErrorKind::NotFound { detail }).into()
 }
 
 async fn get(

@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cloud_access::SecureEndpoint;
+use cloud_access::api::CallFailure;
 use cloud_access::vsphere::{ConfigError, DiskRef, HostLabels, Placement, Vsphere, VsphereConfig, VsphereError};
 
 use crate::builtin::VSPHERE_DRIVER;
@@ -150,11 +151,7 @@ impl CloudLookup for VsphereLookup {
             .await
             .map_err(|error| match error {
                 // The lookup's deadline, met here first: counted as a timeout.
-                VsphereError::Transport {
-                    endpoint,
-                    timeout: true,
-                    ..
-                } => LookupError::timed_out(Some(endpoint)),
+                error if error.is_timeout() => LookupError::timed_out(error.url().map(str::to_owned)),
                 error => failed(&disk, &error),
             })?;
         topology_of(&placement, &self.zone_category, &self.region_category)

@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use cloud_access::api::CallFailure;
 use cloud_access::gcp::{Disk, GcpError};
 use thiserror::Error;
 
@@ -333,6 +334,7 @@ pub fn topology_of(disk: &Disk) -> Result<Topology, LookupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cloud_access::api::{CallError, CallErrorKind};
     use cloud_access::gcp::ErrorDetail;
 
     fn csi(handle: &str) -> VolumeIdentity {
@@ -362,11 +364,8 @@ mod tests {
     }
 
     fn not_found() -> GcpError {
-        GcpError::NotFound {
-            service: "compute",
-            url: "u".into(),
-            detail: ErrorDetail::default(),
-        }
+        let detail = ErrorDetail::default();
+        CallError::new("compute", "u", CallErrorKind::NotFound { detail }).into()
     }
 
     #[test]
@@ -524,12 +523,8 @@ mod tests {
             "GCE disk \"d\" not found in project p (looked in region us-central1)"
         );
         // A refusal anywhere is the answer, even where another place has the disk.
-        let refused = GcpError::Api {
-            service: "compute",
-            url: "u".into(),
-            status: 403,
-            detail: ErrorDetail::default(),
-        };
+        let detail = ErrorDetail::default();
+        let refused = CallError::new("compute", "u", CallErrorKind::Api { status: 403, detail }).into();
         let answer = conclude(
             "p",
             "d",
