@@ -1,6 +1,6 @@
 //! OpenStack Cinder `GET /volumes/{id}` answers (JSON) ->
 //! `cloud_access::openstack::cinder::parse_volume`, then the topology the
-//! webhook makes of it (`pv_topology_webhook::cinder::topology_of`).
+//! webhook makes of it (`pv_topology_webhook::lookup::cinder::topology_of`).
 //!
 //! Properties: refused exactly when the answer has no `volume` object or its
 //! `availability_zone` is neither text nor null, the refusal naming that field
@@ -14,7 +14,7 @@
 
 use cloud_access::openstack::cinder::parse_volume;
 use libfuzzer_sys::fuzz_target;
-use pv_topology_webhook::cinder::topology_of;
+use pv_topology_webhook::lookup::cinder::topology_of;
 use serde_json::{Value, json};
 
 const URL: &str = "https://cinder.example/v3/p/volumes/fuzz";

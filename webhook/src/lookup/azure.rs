@@ -232,49 +232,40 @@ impl AzureDiskLookup {
         match &self.arm {
             Arm::Ready(connected) => Ok(connected),
             Arm::Custom { discover, connected } => {
-                connected
-                    .get_or_try_init(|| discover(deadline))
-                    .await
-                    .map_err(|error| match error {
-                        error if error.is_timeout() => LookupError::timed_out(error.url().map(str::to_owned)),
-                        error => LookupError::Failed(format!("the custom cloud's endpoints: {error}")),
-                    })
+                connected.get_or_try_init(|| discover(deadline)).await.map_err(|error| {
+                    LookupError::from(error).map_failed(|error| format!("the custom cloud's endpoints: {error}"))
+                })
             }
         }
     }
 
     async fn refused(&self, error: AzureError, tokens: &Tokens) -> LookupError {
-        if error.is_timeout() {
-            // The resolver's deadline, met here first: counted as a timeout.
-            return LookupError::timed_out(error.url().map(str::to_owned));
-        }
+        // ARM's own answer: the volume already names the disk (the URL's path), so its
+        // status, advice and ARM's code and message come first, within the length of a
+        // denial. A token refused or unreachable, or a timeout: which service and URL
+        // matter.
+        let AzureError::Call(CallError {
+            service: "ARM",
+            kind: CallErrorKind::Api { detail, .. } | CallErrorKind::NotFound { detail },
+            ..
+        }) = &error
+        else {
+            return LookupError::from(error);
+        };
+        tracing::debug!(%error, "Azure disk lookup refused");
         let identity = self.hints.identity;
-        match &error {
-            // ARM's own answer: the volume already names the disk (the URL's path), so
-            // its status, advice and ARM's code and message come first, within the
-            // length of a denial.
-            AzureError::Call(CallError {
-                service: "ARM",
-                kind: CallErrorKind::Api { detail, .. } | CallErrorKind::NotFound { detail },
-                ..
-            }) => {
-                tracing::debug!(%error, "Azure disk lookup refused");
-                let status = error.status().unwrap_or_default();
-                let advice = match status {
-                    401 => {
-                        // ARM refused the token itself (expired early, wrong audience):
-                        // the next lookup fetches a new one.
-                        tokens.invalidate().await;
-                        format!(" (ARM refused the token of {identity})")
-                    }
-                    403 => format!(" ({identity} needs Microsoft.Compute/disks/read, e.g. Reader on the disk's group)"),
-                    _ => String::new(),
-                };
-                LookupError::Failed(format!("ARM Disks.Get answered HTTP {status}{advice}: {detail}"))
+        let status = error.status().unwrap_or_default();
+        let advice = match status {
+            401 => {
+                // ARM refused the token itself (expired early, wrong audience):
+                // the next lookup fetches a new one.
+                tokens.invalidate().await;
+                format!(" (ARM refused the token of {identity})")
             }
-            // A token refused or unreachable: which service and URL matter.
-            _ => LookupError::Failed(error.to_string()),
-        }
+            403 => format!(" ({identity} needs Microsoft.Compute/disks/read, e.g. Reader on the disk's group)"),
+            _ => String::new(),
+        };
+        LookupError::Failed(format!("ARM Disks.Get answered HTTP {status}{advice}: {detail}"))
     }
 }
 

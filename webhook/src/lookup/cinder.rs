@@ -90,7 +90,6 @@ impl CloudLookup for CinderLookup {
         let id = volume_id(volume).ok_or(LookupError::NotFound)?;
         match self.volumes.volume(id, deadline).await {
             Ok(found) => topology_of(&found, &self.region, self.ignore_volume_az),
-            Err(error) if error.is_timeout() => Err(LookupError::timed_out(error.url().map(str::to_owned))),
             Err(error) => {
                 tracing::debug!(%error, "Cinder volume lookup refused");
                 // Advice for Cinder's refusals only: Keystone's 401 is the credential
@@ -108,7 +107,7 @@ impl CloudLookup for CinderLookup {
                     }
                     _ => "",
                 };
-                Err(LookupError::Failed(format!("Cinder volume {id:?}: {error}{advice}")))
+                Err(LookupError::from(error).map_failed(|error| format!("Cinder volume {id:?}: {error}{advice}")))
             }
         }
     }

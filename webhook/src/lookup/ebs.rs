@@ -6,8 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use cloud_access::api::CallFailure;
-use cloud_access::aws::{AwsClient, AwsConfig, AwsCredentials, AwsError, CredentialsChain, ec2};
+use cloud_access::aws::{AwsClient, AwsConfig, AwsCredentials, CredentialsChain, ec2};
 
 use crate::builtin::{EBS_DRIVER, aws_region_of_zone};
 use crate::lookup::{Cloud, CloudLookup, LookupError, USER_AGENT};
@@ -105,7 +104,7 @@ impl CloudLookup for EbsLookup {
                     self.client.region(),
                     self.region_hint
                 )),
-                _ => self.failed(e),
+                _ => LookupError::from(e),
             })?;
         let volume = volumes
             .into_iter()
@@ -126,18 +125,6 @@ impl CloudLookup for EbsLookup {
     fn endpoint(&self) -> Option<String> {
         let url = self.client.endpoint(cloud_access::aws::endpoints::EC2).ok()?;
         Some(cloud_access::http::shown_url(&url))
-    }
-}
-
-impl EbsLookup {
-    /// A failed call as the lookup reports it: running out of time (the client's
-    /// deadline is the lookup's) is a timeout, as the resolver counts its own; a call
-    /// that kept failing otherwise (refused, an untrusted certificate) says why.
-    fn failed(&self, error: AwsError) -> LookupError {
-        match error {
-            error if error.is_timeout() => LookupError::timed_out(self.endpoint()),
-            error => LookupError::Failed(error.to_string()),
-        }
     }
 }
 

@@ -290,19 +290,21 @@ impl GceLookup {
                 *list = Some(ZoneList::new(zones.clone(), Instant::now()));
                 Ok(zones)
             }
-            Err(error) if error.is_timeout() => Err(LookupError::timed_out(error.url().map(str::to_owned))),
-            Err(error) => match stale {
-                Some(zones) => {
+            // The old list stands in for a refusal, not for a timeout.
+            Err(error) => match (stale, LookupError::from(error)) {
+                (Some(zones), LookupError::Failed(error)) => {
                     tracing::warn!(
                         "keeping the zones of region {region} listed over {:?} ago: {error}",
                         self.zone_list_ttl
                     );
                     Ok(zones)
                 }
-                None => Err(LookupError::Failed(format!(
-                    "cannot list the zones of region {region}: {error} ({})",
-                    self.hints.location
-                ))),
+                (_, error) => Err(error.map_failed(|error| {
+                    format!(
+                        "cannot list the zones of region {region}: {error} ({})",
+                        self.hints.location
+                    )
+                })),
             },
         }
     }
@@ -321,11 +323,8 @@ impl GceLookup {
         turns.run(deadline, call).await
     }
 
+    /// A refusal with advice for Compute's 403s; a timeout as one.
     fn refused(&self, error: GcpError) -> LookupError {
-        if error.is_timeout() {
-            // The resolver's deadline, met here first: counted as a timeout.
-            return LookupError::timed_out(error.url().map(str::to_owned));
-        }
         let reason = error.detail().and_then(|d| d.reason.as_deref());
         let advice = match (error.status(), reason) {
             (Some(403), Some("insufficientPermissions")) => {
@@ -336,7 +335,7 @@ impl GceLookup {
             }
             _ => "",
         };
-        LookupError::Failed(format!("{error}{advice}"))
+        LookupError::from(error).map_failed(|error| format!("{error}{advice}"))
     }
 }
 

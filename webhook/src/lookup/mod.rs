@@ -21,6 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cloud_access::api::CallFailure;
 use prometheus_client::metrics::counter::Counter;
 use thiserror::Error;
 
@@ -111,6 +112,28 @@ impl LookupError {
     /// [`LookupError::TimedOut`]).
     pub fn timed_out(endpoint: Option<String>) -> Self {
         Self::TimedOut { endpoint }
+    }
+
+    /// A [`LookupError::Failed`] with its reason put in the lookup's words (the
+    /// volume named, advice added); any other error as it is.
+    #[must_use]
+    pub fn map_failed(self, words: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Self::Failed(reason) => Self::Failed(words(reason)),
+            other => other,
+        }
+    }
+}
+
+/// Every cloud's failed call as a lookup's error, the one mapping of them all: a
+/// call that ran out of time (the resolver's deadline, met first in the call) is
+/// a timeout naming the URL it waited for; any other failure says why.
+impl<E: CallFailure> From<E> for LookupError {
+    fn from(error: E) -> Self {
+        if error.is_timeout() {
+            return Self::timed_out(error.url().map(str::to_owned));
+        }
+        Self::Failed(error.to_string())
     }
 }
 

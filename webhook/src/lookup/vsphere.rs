@@ -29,7 +29,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cloud_access::SecureEndpoint;
-use cloud_access::api::CallFailure;
 use cloud_access::vsphere::{ConfigError, DiskRef, HostLabels, Placement, Vsphere, VsphereConfig, VsphereError};
 
 use crate::builtin::VSPHERE_DRIVER;
@@ -149,11 +148,7 @@ impl CloudLookup for VsphereLookup {
             .vsphere
             .placement(&disk, &self.zone_category, &self.region_category)
             .await
-            .map_err(|error| match error {
-                // The lookup's deadline, met here first: counted as a timeout.
-                error if error.is_timeout() => LookupError::timed_out(error.url().map(str::to_owned)),
-                error => failed(&disk, &error),
-            })?;
+            .map_err(|error| failed(&disk, error))?;
         topology_of(&placement, &self.zone_category, &self.region_category)
     }
 
@@ -193,9 +188,9 @@ fn shown(disk: &DiskRef) -> String {
 }
 
 /// A failed call as the lookup's error: the volume, then vSphere's error (which names
-/// the vCenter and carries vSphere's text).
-fn failed(disk: &DiskRef, error: &VsphereError) -> LookupError {
-    LookupError::Failed(format!("{}: {error}", shown(disk)))
+/// the vCenter and carries vSphere's text); a timeout as one.
+fn failed(disk: &DiskRef, error: VsphereError) -> LookupError {
+    LookupError::from(error).map_failed(|error| format!("{}: {error}", shown(disk)))
 }
 
 /// The key a volume's answer is cached under: its datastore (every disk on one
