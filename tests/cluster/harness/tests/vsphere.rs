@@ -19,12 +19,12 @@ use cloud_access::SecureEndpoint;
 use cluster_harness::Pki;
 use cluster_harness::vsphere_sim::{PASSWORD, USER, config, start};
 use pv_topology_webhook::builtin::VSPHERE_DRIVER;
+use pv_topology_webhook::lookup::vsphere::{VsphereLookup, VsphereSettings};
 use pv_topology_webhook::lookup::{CachedLookup, LookupError, TopologyLookup};
 use pv_topology_webhook::resolve::{Resolution, Resolver, TopologySource};
 use pv_topology_webhook::rules::Rules;
 use pv_topology_webhook::source::{InTree, VolumeIdentity};
 use pv_topology_webhook::topology::Topology;
-use pv_topology_webhook::vsphere::{VsphereLookup, VsphereSettings};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -40,7 +40,7 @@ fn lookup(config: &Path, server: Option<&str>) -> VsphereLookup {
 
 async fn answer(lookup: &VsphereLookup, volume: VolumeIdentity) -> Result<Topology, LookupError> {
     assert!(lookup.handles(&volume), "{volume}");
-    lookup.lookup(&volume).await
+    lookup.lookup(&volume, std::time::Instant::now() + DEADLINE).await
 }
 
 fn zones_region(topology: &Topology) -> (Option<String>, Option<&str>) {
