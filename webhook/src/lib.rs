@@ -45,8 +45,8 @@ use crate::metrics::Metrics;
 use crate::rules::RulesError;
 use crate::server::{AppState, ServeError, Server};
 // Kept at the crate root for their callers (`cli`'s tests use `crate::serve_config`).
-pub use crate::setup::{reviewer, serve_config};
 use crate::setup::SetupError;
+pub use crate::setup::{reviewer, serve_config};
 
 /// Why a command failed.
 #[derive(Debug, Error)]
