@@ -251,12 +251,25 @@ class Handler(FakeHandler):
         with LOCK:
             COMPUTE_IN_FLIGHT[0] += 1
             REQUESTS["max in flight compute"] = max(REQUESTS["max in flight compute"], COMPUTE_IN_FLIGHT[0])
+        self.in_compute = True
         try:
             time.sleep(config.get("delay_seconds", 0))
             return self.compute_answer(path, config)
         finally:
+            self.leave_compute()
+
+    def leave_compute(self):
+        if getattr(self, "in_compute", False):
+            self.in_compute = False
             with LOCK:
                 COMPUTE_IN_FLIGHT[0] -= 1
+
+    def reply(self, *args, **kwargs):
+        # A call stops being in flight before its answer is written: the client
+        # may send its next call as soon as it has read this one, and counting
+        # that one while this thread has not yet left would see one too many.
+        self.leave_compute()
+        return super().reply(*args, **kwargs)
 
     def compute_answer(self, path, config):
         region = re.fullmatch(r"projects/([^/]+)/regions/([^/]+)", path)
