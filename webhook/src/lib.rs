@@ -1,16 +1,19 @@
-//! `pv-topology-webhook`: a mutating admission webhook that gives PersistentVolumes the
-//! topology the scheduler needs (the `topology.kubernetes.io/zone` and `/region` labels,
-//! and nodeAffinity), for PVs created by hand or by tools that do not set it.
+//! `pv-topology-webhook`: admission webhooks that give PersistentVolumes the topology
+//! the scheduler needs (the `topology.kubernetes.io/zone` and `/region` labels, and
+//! nodeAffinity), for PVs created by hand or by tools that do not set it (`/mutate`),
+//! and refuse a PV whose topology contradicts its disk (`/validate`).
 //!
 //! Layers, from the outside in:
-//! - [`review`]: AdmissionReview bytes in and out, read once ([`review::Reviewer::review`],
-//!   the one entry point for the CLI and the server);
+//! - [`review`]: AdmissionReview bytes in and out ([`review::Reviewer::answer`], the one
+//!   entry point for the `review` subcommand and the server's two routes);
 //! - [`resolve`]: finds the topology: built in ([`builtin`]), [`rules`], then [`lookup`];
-//! - [`decision`]: the pure decision from the request and the resolved topology;
+//! - [`decision`] (`/mutate`) and [`validate`] (`/validate`): the pure answers from the
+//!   request and the resolved topology, sharing what they answer alike (`answer`);
 //! - [`model`]: the core's types (subject, resolution, decision, outcome), which import
 //!   no lookup, cloud or server code.
 //!
-//! Around them: [`server`] (HTTPS, health, shutdown), [`tls`] (certificate reload),
+//! Around them: [`setup`] (the flags turned into a reviewer and the server's settings,
+//! at start-up), [`server`] (HTTPS, health, shutdown), [`tls`] (certificate reload),
 //! [`metrics`], [`certs`] (a CA and serving certificate for clusters without
 //! cert-manager) and [`audit`] (the PVs of a cluster, judged as the webhook would).
 
