@@ -182,11 +182,15 @@ pub fn subject(request: &AdmissionRequest<ReviewObject>) -> Subject<'_> {
     }
 }
 
-/// Whether two PVs say the same about where they can be used (the topology labels, as
-/// read, and nodeAffinity).
+/// Whether two PVs say the same about where they can be used: the zone/region labels
+/// (standard and beta; an absent label map says what an empty one says) and nodeAffinity.
 fn same_topology_claims(old: &PersistentVolume, new: &PersistentVolume) -> bool {
+    let label = |pv: &PersistentVolume, key: &str| pv.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned();
     let affinity = |pv: &PersistentVolume| pv.spec.as_ref().and_then(|s| s.node_affinity.clone());
-    old.metadata.labels == new.metadata.labels && affinity(old) == affinity(new)
+    [ZONE_LABEL, REGION_LABEL, BETA_ZONE_LABEL, BETA_REGION_LABEL]
+        .iter()
+        .all(|key| label(old, key) == label(new, key))
+        && affinity(old) == affinity(new)
 }
 
 /// The answer to a validation request about `volume`, given the topology resolved for

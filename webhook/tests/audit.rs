@@ -144,6 +144,32 @@ async fn contradictions_say_what_and_where() {
     assert_eq!(judge(&provisioned).await.status, Status::Contradicts);
 }
 
+/// What the in-tree labeler wrote (the beta keys, in labels and nodeAffinity) is judged
+/// as the standard keys are: agreeing is fine, naming another zone contradicts.
+#[tokio::test]
+async fn the_legacy_beta_keys_are_judged() {
+    let documents = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/data/webhook/files/legacy-beta-keys.yaml"
+    ))
+    .unwrap();
+    let pvs: Vec<PersistentVolume> = documents
+        .split("\n---\n")
+        .map(|d| serde_yaml_ng::from_str(d).unwrap())
+        .collect();
+    let good = judge(&pvs[0]).await;
+    // /mutate adds the standard keys beside the beta ones.
+    assert_ne!(good.status, Status::Contradicts, "{good:?}");
+    let lying = judge(&pvs[1]).await;
+    assert_eq!(lying.status, Status::Contradicts, "{lying:?}");
+    for says in [
+        "label failure-domain.beta.kubernetes.io/zone=\"us-east-1c\", but the disk is in zone us-east-1a",
+        "nodeAffinity term 0: failure-domain.beta.kubernetes.io/zone In [\"us-east-1c\"]",
+    ] {
+        assert!(lying.detail.contains(says), "{says} not in {}", lying.detail);
+    }
+}
+
 #[tokio::test]
 async fn a_provisioned_and_labelled_pv_is_trusted_only_without_a_topology() {
     let provisioned = |mut pv: PersistentVolume| {

@@ -281,6 +281,28 @@ fn a_refused_pv_is_shown_with_its_reason_and_exit_status_2() {
     assert_eq!(answers(&output)[0]["response"]["allowed"], false);
 }
 
+/// The beta keys the in-tree labeler wrote are judged in labels and nodeAffinity.
+#[test]
+fn the_legacy_beta_keys_are_judged_by_review_validate() {
+    let output = run(&["review", "--validate", "-f", &file("legacy-beta-keys.yaml")], b"");
+    assert_exit(&output, 2);
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("PersistentVolume legacy-good: "), "{text}");
+    assert!(!lines[0].contains("refused"), "{text}");
+    assert!(
+        lines[1].starts_with("PersistentVolume legacy-lying: refused, contradicts: "),
+        "{text}"
+    );
+    for says in [
+        "label failure-domain.beta.kubernetes.io/zone=\"us-east-1c\", but the disk is in zone us-east-1a",
+        "nodeAffinity term 0: failure-domain.beta.kubernetes.io/zone In [\"us-east-1c\"], but the disk is in zone us-east-1a",
+    ] {
+        assert!(lines[1].contains(says), "{says} not in {text}");
+    }
+}
+
 #[test]
 fn parse_errors_name_the_field_path() {
     let bad = file("bad-handle.yaml");

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 const ZONE: &str = "topology.kubernetes.io/zone";
 const REGION: &str = "topology.kubernetes.io/region";
 const BETA_ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
+const BETA_REGION: &str = "failure-domain.beta.kubernetes.io/region";
 const GKE_ZONE: &str = "topology.gke.io/zone";
 
 /// A zonal GCE PD in europe-west1-b (the zone is in the handle).
@@ -244,6 +245,93 @@ async fn updates_are_judged_only_when_they_change_the_topology() {
     // The mutating path still answers CREATE only.
     let answer = review(&reviewer, &update_review(zonal_pd(None), zonal_pd(None))).await;
     assert_eq!(answer.outcome(), "not-applicable");
+}
+
+/// The contract docs/webhook.md gives: an UPDATE is judged only when it changes the
+/// zone/region labels (standard or beta) or nodeAffinity, however the label map is
+/// written before and after (absent, empty or holding other labels).
+#[tokio::test]
+async fn an_update_of_other_labels_passes_however_the_label_map_was_written() {
+    let reviewer = plain();
+    // nodeAffinity that contradicts the disk: what `repair` exists for.
+    let wrong = |labels: Option<Value>| with_affinity(ebs(labels), json!([term(ZONE, "In", &["us-east-1b"])]));
+    let team = |labels: Option<Value>| {
+        let mut pv = wrong(labels);
+        pv["metadata"]["labels"]["team"] = json!("a");
+        pv
+    };
+    for (before, after) in [
+        (wrong(None), team(None)),
+        (wrong(Some(json!({}))), team(Some(json!({})))),
+        (wrong(Some(json!({"owner": "x"}))), team(Some(json!({"owner": "x"})))),
+        (wrong(Some(json!({"owner": "x"}))), wrong(None)),
+        (wrong(None), wrong(Some(json!({})))),
+    ] {
+        let answer = validate(&reviewer, &update_review(before.clone(), after.clone())).await;
+        assert!(answer.allowed(), "{before} -> {after}: {}", answer.message());
+        assert_eq!(answer.outcome(), "not-applicable", "{before} -> {after}");
+    }
+    // A topology change is judged, whichever way the map was written before.
+    for before in [None, Some(json!({})), Some(json!({"team": "a"}))] {
+        for (key, value) in [
+            (ZONE, "us-east-1b"),
+            (BETA_ZONE, "us-east-1b"),
+            (BETA_REGION, "eu-west-1"),
+        ] {
+            let mut after = ebs(before.clone());
+            after["metadata"]["labels"][key] = json!(value);
+            let answer = validate(&reviewer, &update_review(ebs(before.clone()), after.clone())).await;
+            assert!(!answer.allowed(), "{after}");
+            assert!(
+                answer.message().contains(&format!("label {key}={value:?}")),
+                "{}",
+                answer.message()
+            );
+        }
+    }
+    // Removing a topology label is a change too, judged (and here agreeing).
+    let answer = validate(
+        &reviewer,
+        &update_review(ebs(Some(json!({ZONE: "us-east-1a", "team": "a"}))), ebs(None)),
+    )
+    .await;
+    assert_eq!(answer.outcome(), "consistent");
+}
+
+/// The legacy beta keys the in-tree labeler wrote, in labels and inside nodeAffinity,
+/// are judged as the standard ones are.
+#[tokio::test]
+async fn the_legacy_beta_keys_are_judged_in_labels_and_node_affinity() {
+    let reviewer = plain();
+    for (pv, says) in [
+        (
+            ebs(Some(json!({BETA_REGION: "us-west-2"}))),
+            "label failure-domain.beta.kubernetes.io/region=\"us-west-2\"",
+        ),
+        (
+            with_affinity(ebs(None), json!([term(BETA_ZONE, "In", &["us-east-1c"])])),
+            "nodeAffinity term 0: failure-domain.beta.kubernetes.io/zone In [\"us-east-1c\"]",
+        ),
+        (
+            with_affinity(ebs(None), json!([term(BETA_REGION, "In", &["eu-west-1"])])),
+            "nodeAffinity term 0: failure-domain.beta.kubernetes.io/region In [\"eu-west-1\"]",
+        ),
+        (
+            with_affinity(ebs(None), json!([term(BETA_ZONE, "NotIn", &["us-east-1a"])])),
+            "failure-domain.beta.kubernetes.io/zone NotIn [\"us-east-1a\"]",
+        ),
+    ] {
+        let answer = validate(&reviewer, &create_review(pv.clone())).await;
+        assert!(!answer.allowed(), "{pv}");
+        assert!(answer.message().contains(says), "{says} not in {}", answer.message());
+    }
+    // Agreeing beta keys are consistent.
+    let agreeing = with_affinity(
+        ebs(Some(json!({BETA_ZONE: "us-east-1a", BETA_REGION: "us-east-1"}))),
+        json!([term(BETA_ZONE, "In", &["us-east-1a"])]),
+    );
+    let answer = validate(&reviewer, &create_review(agreeing)).await;
+    assert_eq!(answer.outcome(), "consistent", "{}", answer.message());
 }
 
 #[tokio::test]
