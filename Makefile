@@ -78,13 +78,24 @@ deny-tools:
 fmt:
 	$(CARGO) fmt --all
 
-bench: release
+# The load generator of the webhook benches (not needed by `make test`).
+OHA_VERSION := 1.16.0
+.PHONY: bench-tools bench-against
+bench-tools:
+	@oha --version 2>/dev/null | grep -qx 'oha $(OHA_VERSION)' || $(CARGO) install --locked oha --version $(OHA_VERSION)
+
+bench: release bench-tools
 	@bash bench/credential-provider.sh
 	@bash bench/credential-provider-gcp.sh
 	@bash bench/ecr.sh
 	@bash bench/acr.sh
 	@bash bench/webhook.sh
 	@bash bench/webhook-vs-labeler.sh
+
+# Today's binaries against BASE's (default the parent commit): docs/benchmarks.md,
+# "Against an earlier revision".
+bench-against: bench-tools tools
+	@bash bench/against-revision.sh
 
 # Flame graphs of the webhook under load (perf, root): docs/benchmarks.md, "Issue 18".
 .PHONY: profile-webhook

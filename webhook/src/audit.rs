@@ -3,7 +3,7 @@
 //! ([`crate::decision::wanted`]) and what /validate would refuse
 //! ([`crate::validate::contradictions`]). [`classify`] is pure (a PV and its
 //! [`Resolution`] in, a [`Finding`] out); [`run`] lists the PVs a page at a time
-//! ([`apiserver`], every answer bounded), resolves and classifies each, with
+//! ([`crate::apiserver`], every answer bounded), resolves and classifies each, with
 //! `--fix-labels` adds the missing labels by a merge patch, and writes each page's rows
 //! before asking for the next ([`report`]), within `--deadline` and `--max-pages`.
 
@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use cloud_access::go_duration::format as duration;
 use k8s_openapi::api::core::v1::PersistentVolume;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -26,11 +25,10 @@ use crate::resolve::Resolver;
 use crate::source::{VolumeIdentity, identify_pv};
 use crate::validate::contradictions;
 
-pub mod apiserver;
 pub mod report;
 
-use self::apiserver::{ApiError, Apiserver};
 pub use self::report::{Progress, Report, render};
+use crate::apiserver::{self, ApiError, Apiserver, ConnectError};
 
 /// Where the recreate procedure is documented.
 pub const REMEDY: &str = "docs/webhook.md, \"Migrating from the in-tree PersistentVolumeLabel plugin\"";
@@ -265,20 +263,8 @@ pub async fn examine(resolver: &Resolver, pv: &PersistentVolume) -> Finding {
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum AuditError {
-    #[error("--kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: String,
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    #[error("cannot find the cluster (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): {0}")]
-    Infer(#[source] kube::config::InferConfigError),
-    #[error("--context: {0}")]
-    Context(#[source] kube::config::KubeconfigError),
-    #[error("cannot make a client for the cluster: {0}")]
-    Client(#[source] kube::Error),
-    #[error("the kubeconfig's cluster names a proxy-url: audit reaches the apiserver directly, without proxies")]
-    Proxy,
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     #[error(
         "cannot list PersistentVolumes from {server} (page {page}): {error}{}",
         permission_hint(error)
@@ -326,32 +312,6 @@ fn permission_hint(error: &ApiError) -> &'static str {
     }
 }
 
-/// The kube configuration for the cluster `args` name: `--kubeconfig` (with
-/// `--context`), else kube's inference ($KUBECONFIG, ~/.kube/config, the in-cluster
-/// service account).
-pub async fn config(args: &AuditArgs) -> Result<kube::Config, AuditError> {
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    match (&args.kubeconfig, &args.context) {
-        (Some(path), _) => {
-            let kubeconfig_error = |source| AuditError::Kubeconfig {
-                path: path.display().to_string(),
-                source,
-            };
-            let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(kubeconfig_error)
-        }
-        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(AuditError::Context),
-        (None, None) => kube::Config::infer().await.map_err(AuditError::Infer),
-    }
-}
-
 /// How far the audit got, kept outside the deadline's future so that its error can
 /// say so.
 #[derive(Debug, Default)]
@@ -368,8 +328,8 @@ struct Walked {
 /// stderr; an error once the report so far is closed.
 pub async fn run(args: &AuditArgs, resolver: &Resolver, out: impl Write) -> Result<u8, AuditError> {
     let started = Instant::now();
-    let config = config(args).await?;
-    let apiserver = Apiserver::new(config, args.request_timeout)?;
+    let config = apiserver::config(&args.cluster).await?;
+    let apiserver = Apiserver::new(config, args.cluster.request_timeout)?;
     let mut report = Report::new(out, args.output);
     let mut walked = Walked::default();
     let deadline = tokio::time::Instant::from_std(started) + args.deadline;

@@ -267,9 +267,10 @@ pub enum ReviewOutput {
     Diff,
 }
 
-/// Arguments of `audit`.
-#[derive(Debug, Args)]
-pub struct AuditArgs {
+/// Which cluster `audit` and `repair` talk to, and how long one request may take.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Cluster")]
+pub struct ClusterArgs {
     /// The kubeconfig to reach the cluster with; unset: $KUBECONFIG, ~/.kube/config, then
     /// the pod's service account (in-cluster).
     #[arg(long, value_name = "FILE", env = "PV_TOPOLOGY_WEBHOOK_KUBECONFIG")]
@@ -277,6 +278,23 @@ pub struct AuditArgs {
     /// The kubeconfig context to use (with --kubeconfig, or the default kubeconfig).
     #[arg(long, value_name = "NAME", env = "PV_TOPOLOGY_WEBHOOK_CONTEXT")]
     pub context: Option<String>,
+    /// The most one request to the apiserver (a page of a list, a get, a patch) may
+    /// take, from connecting to the last byte of its answer.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_REQUEST_TIMEOUT",
+        default_value = "30s",
+        value_parser = duration::positive
+    )]
+    pub request_timeout: Duration,
+}
+
+/// Arguments of `audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// How the report is written: a table (NAME, VOLUME, STATUS, DETAIL) or a JSON array.
     #[arg(
         long,
@@ -305,16 +323,6 @@ pub struct AuditArgs {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub max_pages: Option<u32>,
-    /// The most one request to the apiserver (a page of the list, a patch) may take,
-    /// from connecting to the last byte of its answer.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        env = "PV_TOPOLOGY_WEBHOOK_REQUEST_TIMEOUT",
-        default_value = "30s",
-        value_parser = duration::positive
-    )]
-    pub request_timeout: Duration,
     /// The most the whole audit may take; past it the audit stops with exit status 1
     /// (the rows judged so far are written). The Job's activeDeadlineSeconds is longer.
     #[arg(
@@ -521,10 +529,10 @@ mod tests {
         assert_eq!(args.output, AuditOutput::Table);
         assert_eq!(args.page_size, 500);
         assert_eq!(args.max_pages(), 2000, "a million PVs");
-        assert_eq!(args.request_timeout, Duration::from_secs(30));
+        assert_eq!(args.cluster.request_timeout, Duration::from_secs(30));
         assert_eq!(args.deadline, Duration::from_secs(600));
         assert!(!args.fix_labels);
-        assert_eq!(args.kubeconfig, None);
+        assert_eq!(args.cluster.kubeconfig, None);
         let cli = Cli::try_parse_from([
             "pv-topology-webhook",
             "audit",
@@ -549,8 +557,8 @@ mod tests {
         assert_eq!(args.page_size, 2);
         assert_eq!(args.max_pages(), 500_000);
         assert!(args.fix_labels);
-        assert_eq!(args.kubeconfig, Some(PathBuf::from("k.yaml")));
-        assert_eq!(args.context.as_deref(), Some("prod"));
+        assert_eq!(args.cluster.kubeconfig, Some(PathBuf::from("k.yaml")));
+        assert_eq!(args.cluster.context.as_deref(), Some("prod"));
         assert_eq!(args.topology.rules, vec![PathBuf::from("r.yaml")]);
         assert!(args.topology.gce.gce_lookup);
         let cli = Cli::try_parse_from([
@@ -570,7 +578,7 @@ mod tests {
             panic!("not parsed as audit: {:?}", cli.command);
         };
         assert_eq!(args.max_pages(), 7);
-        assert_eq!(args.request_timeout, Duration::from_secs(2));
+        assert_eq!(args.cluster.request_timeout, Duration::from_secs(2));
         assert_eq!(args.deadline, Duration::from_secs(3600));
         for bad in [
             ["--output", "yaml"],

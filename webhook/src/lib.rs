@@ -18,6 +18,7 @@
 //! cert-manager) and [`audit`] (the PVs of a cluster, judged as the webhook would).
 
 mod answer;
+pub mod apiserver;
 pub mod audit;
 pub mod builtin;
 pub mod certs;

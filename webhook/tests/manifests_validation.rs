@@ -114,7 +114,10 @@ fn the_audit_job_runs_a_valid_read_only_audit_as_the_audit_account() {
         "the report in the Job's log, for tools"
     );
     assert!(!audit.fix_labels, "the read-only account cannot patch PVs");
-    assert!(audit.kubeconfig.is_none(), "in-cluster: the pod's ServiceAccount");
+    assert!(
+        audit.cluster.kubeconfig.is_none(),
+        "in-cluster: the pod's ServiceAccount"
+    );
     // The Job ends even if the audit cannot: its deadline is past the audit's own, so
     // the audit's line naming what was slow comes first.
     let job_deadline = job["spec"]["activeDeadlineSeconds"]
