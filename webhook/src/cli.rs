@@ -51,6 +51,12 @@ pub enum Command {
     /// report which lack the topology /mutate would give them or contradict their disk.
     /// Exit status 0: all fine; 2: some PV is not; 1: an error.
     Audit(Box<AuditArgs>),
+    /// Give bound PVs the nodeAffinity they lack (or that contradicts their disk) by
+    /// recreating the PV object, keeping the disk and rebinding the same claim. Without
+    /// --apply, prints the plan and changes nothing. Exit status 0: every PV selected is
+    /// repaired (or would be, or needs nothing); 2: some PV was left alone (the reason
+    /// is printed); 1: an error.
+    Repair(Box<RepairArgs>),
 }
 
 /// Arguments of `serve`.
@@ -303,7 +309,7 @@ pub struct AuditArgs {
         env = "PV_TOPOLOGY_WEBHOOK_OUTPUT",
         default_value = "table"
     )]
-    pub output: AuditOutput,
+    pub output: ReportFormat,
     /// PersistentVolumes asked for per list request (paging with `continue`).
     #[arg(
         long,
@@ -350,15 +356,61 @@ impl AuditArgs {
     }
 }
 
+/// Arguments of `repair`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("selection").required(true).args(["pv", "all"])))]
+pub struct RepairArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// A PV to repair (repeat, or separate with commas).
+    #[arg(long, value_name = "NAME", env = "PV_TOPOLOGY_WEBHOOK_PV", value_delimiter = ',')]
+    pub pv: Vec<String>,
+    /// Every PV that audit reports as missing-affinity or as contradicting its disk
+    /// through its nodeAffinity (and every unfinished repair).
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_ALL", value_parser = suite_program::boolish)]
+    pub all: bool,
+    /// Make the changes. Without it, the plan is printed and nothing is changed.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_APPLY", value_parser = suite_program::boolish)]
+    pub apply: bool,
+    /// Repair a PV whose claim is used by running pods (named in the plan). The pods
+    /// keep their mount; the PV object is gone for the seconds between delete and
+    /// create. Without it such a PV is left alone.
+    #[arg(long, env = "PV_TOPOLOGY_WEBHOOK_ALLOW_IN_USE", value_parser = suite_program::boolish)]
+    pub allow_in_use: bool,
+    /// How long to wait for the controllers at each step: the old PV gone once
+    /// unprotected, the new one and its claim Bound.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "PV_TOPOLOGY_WEBHOOK_WAIT",
+        default_value = "2m",
+        value_parser = duration::positive
+    )]
+    pub wait: Duration,
+    /// How the plan and the results are written: a table or a JSON array.
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        env = "PV_TOPOLOGY_WEBHOOK_OUTPUT",
+        default_value = "table"
+    )]
+    pub output: ReportFormat,
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+}
+
 /// The cluster size `--max-pages`' default allows.
 pub const DEFAULT_MAX_AUDIT_PVS: u32 = 1_000_000;
 
-/// `audit --output` values.
+/// `audit --output` and `repair --output` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AuditOutput {
-    /// Columns NAME, VOLUME, STATUS, DETAIL.
+pub enum ReportFormat {
+    /// A table, one PV a row (audit: NAME, VOLUME, STATUS, DETAIL; repair: NAME, CLAIM,
+    /// STATUS, DETAIL).
     Table,
-    /// An array of objects (name, volume, status, detail, missing_labels, missing_affinity).
+    /// An array of objects, one per PV, with the table's columns and what is written.
     Json,
 }
 
@@ -521,12 +573,41 @@ mod tests {
     }
 
     #[test]
+    fn repair_needs_a_selection_and_changes_nothing_without_apply() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["pv-topology-webhook", "repair"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv)
+        };
+        let error = parse(&[]).expect_err("neither --pv nor --all");
+        assert!(error.to_string().contains("--pv <NAME>"), "{error}");
+        let Command::Repair(args) = parse(&["--pv", "a,b", "--pv", "c", "-o", "json"])
+            .expect("parses")
+            .command
+        else {
+            panic!("not repair");
+        };
+        assert_eq!(args.pv, ["a", "b", "c"]);
+        assert!(
+            !args.apply && !args.all && !args.allow_in_use,
+            "nothing changes by default"
+        );
+        assert_eq!(args.output, ReportFormat::Json);
+        assert_eq!(args.wait, Duration::from_secs(120));
+        assert_eq!(args.cluster.request_timeout, Duration::from_secs(30));
+        let Command::Repair(args) = parse(&["--all", "--apply"]).expect("parses").command else {
+            panic!("not repair");
+        };
+        assert!(args.all && args.apply && args.pv.is_empty());
+    }
+
+    #[test]
     fn audit_flags_parse_with_defaults() {
         let cli = Cli::try_parse_from(["pv-topology-webhook", "audit"]).expect("the flags parse");
         let Command::Audit(args) = cli.command else {
             panic!("not parsed as audit: {:?}", cli.command);
         };
-        assert_eq!(args.output, AuditOutput::Table);
+        assert_eq!(args.output, ReportFormat::Table);
         assert_eq!(args.page_size, 500);
         assert_eq!(args.max_pages(), 2000, "a million PVs");
         assert_eq!(args.cluster.request_timeout, Duration::from_secs(30));
@@ -553,7 +634,7 @@ mod tests {
         let Command::Audit(args) = cli.command else {
             panic!("not parsed as audit: {:?}", cli.command);
         };
-        assert_eq!(args.output, AuditOutput::Json);
+        assert_eq!(args.output, ReportFormat::Json);
         assert_eq!(args.page_size, 2);
         assert_eq!(args.max_pages(), 500_000);
         assert!(args.fix_labels);

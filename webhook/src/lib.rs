@@ -28,6 +28,7 @@ pub mod lookup;
 pub mod metrics;
 pub mod model;
 pub mod patch;
+pub mod repair;
 pub mod resolve;
 pub mod review;
 pub mod rules;
@@ -73,6 +74,8 @@ pub enum Error {
     Setup(#[from] SetupError),
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
+    #[error(transparent)]
+    Repair(#[from] repair::RepairError),
 }
 
 /// Runs the command.
@@ -116,6 +119,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode, Error> {
         Command::Audit(args) => {
             let resolver = setup::resolver(&args.topology, None)?;
             let code = audit::run(&args, &resolver, std::io::stdout()).await?;
+            Ok(ExitCode::from(code))
+        }
+        Command::Repair(args) => {
+            let resolver = setup::resolver(&args.topology, None)?;
+            let code = repair::run(&args, &resolver, std::io::stdout()).await?;
             Ok(ExitCode::from(code))
         }
         Command::Review(args) => {

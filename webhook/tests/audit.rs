@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::PersistentVolume;
 use pv_topology_webhook::audit::{Finding, Status, classify, examine, exit_code, fixed, render};
-use pv_topology_webhook::cli::AuditOutput;
+use pv_topology_webhook::cli::ReportFormat;
 use pv_topology_webhook::model::{LookupFailure, Resolution};
 use pv_topology_webhook::resolve::Resolver;
 use pv_topology_webhook::rules::Rules;
@@ -264,7 +264,7 @@ async fn report_formats_and_exit_status() {
     assert_eq!(exit_code(&findings), 2);
     assert_eq!(exit_code(&[]), 0);
 
-    let table = render(&findings, AuditOutput::Table);
+    let table = render(&findings, ReportFormat::Table);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
     let header: Vec<&str> = lines[0].split_whitespace().collect();
@@ -272,7 +272,7 @@ async fn report_formats_and_exit_status() {
     let status_at = lines[0].find("STATUS").unwrap();
     assert!(lines[2][status_at..].starts_with("missing-affinity"), "{table}");
 
-    let json: Value = serde_json::from_str(&render(&findings, AuditOutput::Json)).unwrap();
+    let json: Value = serde_json::from_str(&render(&findings, ReportFormat::Json)).unwrap();
     let rows = json.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     let keys: Vec<&str> = rows[1].as_object().unwrap().keys().map(String::as_str).collect();

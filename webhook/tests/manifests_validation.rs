@@ -5,7 +5,7 @@
 //! audit/.
 
 use clap::Parser as _;
-use pv_topology_webhook::cli::{AuditOutput, Cli, Command};
+use pv_topology_webhook::cli::{Cli, Command, ReportFormat};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
@@ -110,7 +110,7 @@ fn the_audit_job_runs_a_valid_read_only_audit_as_the_audit_account() {
     };
     assert_eq!(
         audit.output,
-        AuditOutput::Json,
+        ReportFormat::Json,
         "the report in the Job's log, for tools"
     );
     assert!(!audit.fix_labels, "the read-only account cannot patch PVs");

@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use super::{Finding, Status};
-use crate::cli::AuditOutput;
+use crate::cli::ReportFormat;
 
 const HEADER: [&str; 4] = ["NAME", "VOLUME", "STATUS", "DETAIL"];
 
@@ -30,7 +30,7 @@ const STATUSES: [Status; 7] = [
 #[derive(Debug)]
 pub struct Report<W> {
     out: W,
-    output: AuditOutput,
+    output: ReportFormat,
     /// Table: the widths of the first three columns so far; none before the header.
     widths: Option<[usize; 3]>,
     rows: usize,
@@ -38,7 +38,7 @@ pub struct Report<W> {
 }
 
 impl<W: Write> Report<W> {
-    pub fn new(out: W, output: AuditOutput) -> Self {
+    pub fn new(out: W, output: ReportFormat) -> Self {
         Self {
             out,
             output,
@@ -52,7 +52,7 @@ impl<W: Write> Report<W> {
     pub fn page(&mut self, findings: &[Finding]) -> io::Result<()> {
         let mut text = String::new();
         match self.output {
-            AuditOutput::Json => {
+            ReportFormat::Json => {
                 for finding in findings {
                     text.push_str(if self.rows == 0 { "[\n" } else { ",\n" });
                     // Serializing strings and maps of strings cannot fail.
@@ -67,7 +67,7 @@ impl<W: Write> Report<W> {
                     self.count(finding);
                 }
             }
-            AuditOutput::Table => {
+            ReportFormat::Table => {
                 let cells: Vec<[&str; 4]> = findings
                     .iter()
                     .map(|f| {
@@ -111,10 +111,10 @@ impl<W: Write> Report<W> {
     /// row came.
     pub fn finish(&mut self) -> io::Result<()> {
         match self.output {
-            AuditOutput::Json if self.rows == 0 => self.out.write_all(b"[]\n")?,
-            AuditOutput::Json => self.out.write_all(b"\n]\n")?,
-            AuditOutput::Table if self.widths.is_none() => self.page(&[])?,
-            AuditOutput::Table => {}
+            ReportFormat::Json if self.rows == 0 => self.out.write_all(b"[]\n")?,
+            ReportFormat::Json => self.out.write_all(b"\n]\n")?,
+            ReportFormat::Table if self.widths.is_none() => self.page(&[])?,
+            ReportFormat::Table => {}
         }
         self.out.flush()
     }
@@ -156,7 +156,7 @@ fn plural(n: usize, noun: &str) -> String {
 }
 
 /// The report of `findings` whole, in the chosen format, ending with a newline.
-pub fn render(findings: &[Finding], output: AuditOutput) -> String {
+pub fn render(findings: &[Finding], output: ReportFormat) -> String {
     let mut report = Report::new(Vec::new(), output);
     // Writing to a Vec cannot fail.
     let _ = report.page(findings).and_then(|()| report.finish());
@@ -211,7 +211,7 @@ mod tests {
             finding("b", Status::Contradicts),
             finding("c", Status::NotOurs),
         ];
-        let mut report = Report::new(Vec::new(), AuditOutput::Json);
+        let mut report = Report::new(Vec::new(), ReportFormat::Json);
         report.page(&all[..2]).expect("written");
         report.page(&[]).expect("written");
         report.page(&all[2..]).expect("written");
@@ -226,12 +226,12 @@ mod tests {
             report.summary(3),
             "audit: 3 PVs judged in 3 pages: 1 fine, 1 not-ours, 1 contradicts"
         );
-        assert_eq!(render(&[], AuditOutput::Json), "[]\n");
+        assert_eq!(render(&[], ReportFormat::Json), "[]\n");
     }
 
     #[test]
     fn table_widths_grow_and_an_empty_report_has_its_header() {
-        let mut report = Report::new(Vec::new(), AuditOutput::Table);
+        let mut report = Report::new(Vec::new(), ReportFormat::Table);
         report.page(&[finding("short", Status::Fine)]).expect("written");
         report
             .page(&[finding("a-much-longer-name", Status::LabelsFixed)])
@@ -249,7 +249,7 @@ mod tests {
             report.summary(1),
             "audit: 3 PVs judged in 1 page: 2 fine, 1 labels-fixed"
         );
-        assert_eq!(render(&[], AuditOutput::Table), "NAME  VOLUME  STATUS  DETAIL\n");
+        assert_eq!(render(&[], ReportFormat::Table), "NAME  VOLUME  STATUS  DETAIL\n");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Helpers for the tests of `pv-topology-webhook audit` (`tests/audit.rs`,
 //! `tests/audit_in_cluster.rs`): the objects of a manifests directory applied
-//! as they are, a ServiceAccount's token from the TokenRequest API, and the
-//! audit's JSON report read back by PV name.
+//! as they are, a ServiceAccount's token from the TokenRequest API (and a
+//! kubeconfig holding it), and the JSON report of `audit` (or `repair`) read back
+//! by PV name.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -62,7 +63,29 @@ pub async fn service_account_token(client: &kube::Client, namespace: &str, accou
         .token
 }
 
-/// The rows of `audit --output json` by PV name; panics with both streams if
+/// A kubeconfig of its own for the ServiceAccount `namespace/account` of `cluster`
+/// (a token from the TokenRequest API), written in the cluster's directory.
+pub async fn account_kubeconfig(cluster: &crate::TestCluster, namespace: &str, account: &str) -> PathBuf {
+    use base64::Engine as _;
+    let token = service_account_token(&cluster.client(), namespace, account).await;
+    let ca = std::fs::read_to_string(cluster.dir().join("pki/ca.crt")).expect("the cluster CA");
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {
+            "server": cluster.server,
+            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca),
+        }}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "c", "user": account}}],
+        "current-context": account,
+    });
+    let path = cluster.dir().join(format!("{account}.kubeconfig"));
+    std::fs::write(&path, serde_yaml_ng::to_string(&kubeconfig).expect("YAML")).expect("write the kubeconfig");
+    path
+}
+
+/// The rows of `audit --output json` (or `repair -o json`) by PV name; panics with both streams if
 /// stdout is not such a report.
 pub fn report(out: &Output) -> BTreeMap<String, Value> {
     let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

@@ -9,11 +9,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use cluster_harness::audit::{apply_dir, report, service_account_token, status};
+use cluster_harness::audit::{account_kubeconfig, apply_dir, report, status};
 use cluster_harness::webhook::{register, serve, webhook_binary};
 use cluster_harness::{TestCluster, workspace_root};
 use common::*;
@@ -24,27 +24,6 @@ use serde_json::{Value, json};
 const NAMESPACE: &str = "pv-topology-webhook";
 const ACCOUNT: &str = "pv-topology-webhook-audit";
 const GKE_ZONE: &str = "topology.gke.io/zone";
-
-/// A kubeconfig for the audit's ServiceAccount: a token from the TokenRequest API.
-async fn account_kubeconfig(cluster: &TestCluster) -> PathBuf {
-    let token = service_account_token(&cluster.client(), NAMESPACE, ACCOUNT).await;
-    let ca = std::fs::read_to_string(cluster.dir().join("pki/ca.crt")).expect("the cluster CA");
-    use base64::Engine as _;
-    let kubeconfig = json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {
-            "server": cluster.server,
-            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca),
-        }}],
-        "users": [{"name": "audit", "user": {"token": token}}],
-        "contexts": [{"name": "audit", "context": {"cluster": "c", "user": "audit"}}],
-        "current-context": "audit",
-    });
-    let path = cluster.dir().join("audit.kubeconfig");
-    std::fs::write(&path, serde_yaml_ng::to_string(&kubeconfig).expect("YAML")).expect("write the kubeconfig");
-    path
-}
 
 /// `audit --kubeconfig KUBECONFIG --output json --page-size 2` plus `extra`.
 fn audit(kubeconfig: &Path, extra: &[&str]) -> Output {
@@ -123,7 +102,7 @@ async fn audit_reports_fixes_labels_and_runs_with_only_its_read_only_role() {
         .expect("the namespace");
     let manifests = workspace_root().join("manifests/webhook/audit");
     apply_dir(&client, &manifests, NAMESPACE).await;
-    let kubeconfig = account_kubeconfig(&cluster).await;
+    let kubeconfig = account_kubeconfig(&cluster, NAMESPACE, ACCOUNT).await;
 
     // RBAC is read through an informer: retry until the role is seen.
     let deadline = Instant::now() + Duration::from_secs(20);
