@@ -207,6 +207,7 @@ struct Simulated {
     journal: Option<Journal>,
     users: Vec<String>,
     next_uid: u32,
+    claim_written: bool,
 }
 
 impl Simulated {
@@ -226,6 +227,10 @@ impl Simulated {
     /// Does `step`; then lets the controllers act.
     fn apply(&mut self, step: &Step) {
         let journal = self.journal.clone().expect("a journal");
+        self.claim_written = matches!(
+            step,
+            Step::RecordNewPv { .. } | Step::WriteItOurselves | Step::ClearJournal { .. }
+        );
         match step {
             Step::Retain => set_policy(self.pv.as_mut().unwrap(), "Retain"),
             Step::RestorePolicy { policy } => set_policy(self.pv.as_mut().unwrap(), policy),
@@ -261,6 +266,12 @@ impl Simulated {
             }
             Step::ClearJournal { .. } => self.journal = None,
             Step::WriteItOurselves => self.journal = Some(journal.written_by_repair()),
+            Step::RecordNewPv { uid } => {
+                self.journal = Some(Journal {
+                    new_uid: Some(uid.clone()),
+                    ..journal
+                })
+            }
             Step::WaitBound | Step::WaitGone { .. } | Step::Stuck(_) => {}
         }
         self.controllers();
@@ -284,10 +295,14 @@ impl Simulated {
                 self.pv = None;
                 self.claim.status.as_mut().unwrap().phase = Some("Lost".into());
             }
-            // The binder: a PV whose claimRef names the claim is bound, the claim too.
+            // The binder: a PV whose claimRef names the claim is bound at once; the
+            // claim (Lost while the PV was away) when an update of it makes the
+            // binder sync it (else at its resync, not modelled).
             Some(pv) if pv.spec.as_ref().unwrap().claim_ref.as_ref().unwrap().uid == claim_uid => {
                 pv.status.get_or_insert_default().phase = Some("Bound".into());
-                self.claim.status.as_mut().unwrap().phase = Some("Bound".into());
+                if self.claim_written {
+                    self.claim.status.as_mut().unwrap().phase = Some("Bound".into());
+                }
             }
             _ => {}
         }
@@ -316,6 +331,7 @@ async fn journal(writer: Writer) -> Journal {
             written.clone()
         },
         topology: TopologyClaims::of(&written),
+        new_uid: None,
     }
 }
 
@@ -346,6 +362,7 @@ async fn from_every_state_a_rerun_can_meet_the_steps_end_bound_repaired_and_with
             journal: Some(journal.clone()),
             users: Vec::new(),
             next_uid: 0,
+            claim_written: false,
         };
         let mut cluster = fresh();
         let taken = walk(&mut cluster);
@@ -356,6 +373,7 @@ async fn from_every_state_a_rerun_can_meet_the_steps_end_bound_repaired_and_with
                 "Delete",
                 "Unprotect",
                 "Create",
+                "RecordNewPv",
                 "RestorePolicy",
                 "ClearJournal"
             ],
@@ -373,6 +391,7 @@ async fn from_every_state_a_rerun_can_meet_the_steps_end_bound_repaired_and_with
                 journal: cluster.journal.clone(),
                 users: Vec::new(),
                 next_uid: cluster.next_uid,
+                claim_written: false,
             });
         }
         for mut state in states {
@@ -430,6 +449,7 @@ async fn pods_arriving_before_the_delete_put_everything_back() {
         journal: Some(journal),
         users: Vec::new(),
         next_uid: 0,
+        claim_written: false,
     };
     let step = cluster.step();
     assert_eq!(step, Step::Retain);
@@ -454,6 +474,7 @@ async fn a_webhook_that_writes_something_else_than_the_dry_run_hands_over_to_rep
         journal: Some(journal.clone()),
         users: Vec::new(),
         next_uid: 0,
+        claim_written: false,
     };
     // The new PV as a changed webhook wrote it: no topology at all.
     let mut created = journal.create.clone();
@@ -470,6 +491,7 @@ async fn a_webhook_that_writes_something_else_than_the_dry_run_hands_over_to_rep
             "Delete",
             "Unprotect",
             "Create",
+            "RecordNewPv",
             "RestorePolicy",
             "ClearJournal"
         ]

@@ -268,6 +268,7 @@ async fn repair_one(cluster: &Cluster, args: &RepairArgs, resolver: &Resolver, n
             written.clone()
         },
         topology: TopologyClaims::of(&written),
+        new_uid: None,
     };
     let text = match journal.encode() {
         Ok(text) => text,
@@ -421,6 +422,16 @@ async fn finish(cluster: &Cluster, args: &RepairArgs, namespace: &str, name: &st
                 Err(error) if error.is_conflict() => Ok(()),
                 other => other.map(drop),
             },
+            Step::RecordNewPv { uid } => {
+                let recorded = Journal {
+                    new_uid: Some(uid.clone()),
+                    ..journal.clone()
+                };
+                let text = recorded.encode().unwrap_or_default();
+                cluster
+                    .set_journal(namespace, name, Some(&text), claim.metadata.resource_version.as_deref())
+                    .await
+            }
             Step::WriteItOurselves => {
                 let mine = journal.written_by_repair();
                 let text = mine.encode().unwrap_or_default();
@@ -461,7 +472,9 @@ fn step_name(step: &Step) -> &'static str {
         Step::Delete { .. } => "cannot delete it",
         Step::Unprotect { .. } => "cannot take its protection finalizer off",
         Step::Create => "cannot create it again",
-        Step::WriteItOurselves | Step::ClearJournal { .. } => "cannot write the journal on its claim",
+        Step::WriteItOurselves | Step::RecordNewPv { .. } | Step::ClearJournal { .. } => {
+            "cannot write the journal on its claim"
+        }
         Step::WaitBound | Step::WaitGone { .. } | Step::Stuck(_) => "waiting",
     }
 }

@@ -362,6 +362,42 @@ fn assert_args_parse(rendered: &[Value], what: &str) {
     );
 }
 
+/// `repair.rbac.create` renders the objects of manifests/webhook/repair, with the same
+/// rules and binding; off by default (a role that recreates PVs is not left on).
+#[test]
+fn the_charts_repair_role_is_the_kustomize_one_and_off_by_default() {
+    let helm = Helm::new(None);
+    let is_repair = |o: &Value| o["metadata"]["name"].as_str().is_some_and(|n| n.ends_with("-repair"));
+    assert!(
+        !helm.template(&[]).iter().any(is_repair),
+        "no repair objects by default"
+    );
+    let rendered =
+        run_ok(Command::new(cluster_bin("kustomize-render")).arg(workspace_root().join("manifests/webhook/repair")))
+            .unwrap();
+    let kustomize: BTreeMap<String, Value> = objects(&String::from_utf8_lossy(&rendered.stdout))
+        .into_iter()
+        .map(|o| (key(&o), o))
+        .collect();
+    let chart: BTreeMap<String, Value> = helm
+        .template(&["--set", "repair.rbac.create=true"])
+        .into_iter()
+        .filter(is_repair)
+        .map(|o| (key(&o), o))
+        .collect();
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        kustomize.keys().collect::<Vec<_>>(),
+        "the same objects"
+    );
+    let role = "ClusterRole/pv-topology-webhook-repair";
+    assert_eq!(chart[role]["rules"], kustomize[role]["rules"], "the same verbs");
+    let binding = "ClusterRoleBinding/pv-topology-webhook-repair";
+    for part in ["roleRef", "subjects"] {
+        assert_eq!(chart[binding][part], kustomize[binding][part], "{binding}: {part}");
+    }
+}
+
 #[test]
 fn helm_lint_strict_passes_with_every_values_file() {
     let helm = Helm::new(None);

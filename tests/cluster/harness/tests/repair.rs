@@ -14,13 +14,15 @@
 //! run again, and every time the PV ends repaired and Bound to the same claim, with
 //! its reclaim policy given back. GCE PD handles carry their zone: no cloud is asked.
 
+mod common;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use cluster_harness::audit::{account_kubeconfig, apply_dir, report, status};
-use cluster_harness::webhook::webhook_binary;
+use cluster_harness::webhook::{register, register_validating, serve, webhook_binary};
 use cluster_harness::{TestCluster, workspace_root};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
@@ -300,7 +302,8 @@ async fn repair_recreates_bound_pvs_with_their_topology_and_refuses_what_it_must
     )
     .await
     .expect("the pod");
-    // A claim asking more than the PV holds stays Pending; the PV stays Available.
+    // A claim naming a volume that does not exist stays Pending; the PV naming the
+    // claim stays Available.
     tier.pvs
         .create(&PostParams::default(), &{
             let mut pv = hand_made_pv("pending", None);
@@ -310,7 +313,7 @@ async fn repair_recreates_bound_pvs_with_their_topology_and_refuses_what_it_must
         .await
         .expect("the PV");
     tier.claims
-        .create(&PostParams::default(), &claim("pending", "pending", "20Gi"))
+        .create(&PostParams::default(), &claim("pending", "missing-pv", "10Gi"))
         .await
         .expect("the claim");
     // Cinder with no OpenStack lookup configured: its disk cannot be resolved.
@@ -409,6 +412,25 @@ async fn repair_recreates_bound_pvs_with_their_topology_and_refuses_what_it_must
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let rows = report(&out);
     assert_eq!(status(&rows, "plain"), "nothing-to-do");
+
+    // With the webhook registered (both configurations, as shipped), the PV is
+    // recreated through it: the dry run shows it writes what repair would.
+    let (late, _) = tier.bound(hand_made_pv("late", None), "late").await;
+    let client = tier.cluster.client();
+    let served = serve(&[], &[]);
+    register(&client, &served.webhook.url(), &served.ca_bundle, "Fail").await;
+    register_validating(&client, &served.webhook.url(), &served.ca_bundle, "Fail").await;
+    common::wait_labeled(&tier.pvs).await;
+    let out = tier.repair(&["--pv", "late"]);
+    assert_eq!(report(&out)["late"]["writtenBy"], "webhook", "{}", stderr(&out));
+    let out = tier.repair(&["--pv", "late", "--apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows = report(&out);
+    assert_eq!(status(&rows, "late"), "repaired");
+    assert_eq!(rows["late"]["writtenBy"], "webhook");
+    let after = tier.pvs.get("late").await.expect("the new PV");
+    assert_repaired(&late, &after, &tier.claims.get("late").await.expect("the claim"));
+    assert_eq!(policy(&after), "Delete");
 }
 
 /// Runs repair on `name` with the pause after call `n`; kills it (SIGKILL) there.
@@ -449,8 +471,24 @@ async fn a_repair_killed_after_any_api_call_is_finished_by_the_next_run() {
         let (before, _) = tier.bound(hand_made_pv(&name, None), &name).await;
         let paused = killed_after(&tier, &name, n);
         if paused {
-            // What the kill left: never a deleted PV with its claim Lost for good, and
-            // the rerun ends the job.
+            // What the kill left: the PV, or the journal that recreates it; a PV being
+            // deleted only with Retain (the disk stays).
+            let left = tier.pvs.get_opt(&name).await.expect("a GET");
+            let claim = tier.claims.get(&name).await.expect("the claim is never deleted");
+            let journaled = claim
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(JOURNAL));
+            match &left {
+                None => assert!(journaled, "after a kill at call {n}: no PV and no journal"),
+                Some(pv) if pv.metadata.deletion_timestamp.is_some() => {
+                    assert_eq!(policy(pv), "Retain", "after a kill at call {n}: deleted with Delete");
+                    assert!(journaled, "after a kill at call {n}: deleting, no journal");
+                }
+                Some(_) => {}
+            }
+            // The rerun ends the job.
             let out = tier.repair(&["--pv", &name, "--apply"]);
             assert_eq!(out.status.code(), Some(0), "after a kill at call {n}: {}", stderr(&out));
         }
