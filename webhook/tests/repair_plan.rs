@@ -319,20 +319,7 @@ async fn journal(writer: Writer) -> Journal {
     let pv = bound_pv();
     let (identity, resolved) = resolved(&pv).await;
     let (bare, written) = recreated(&pv, &identity, &resolved);
-    Journal {
-        version: 1,
-        pv: "data-db-0".into(),
-        original_uid: pv.metadata.uid.clone().unwrap(),
-        reclaim_policy: "Delete".into(),
-        writer,
-        create: if writer == Writer::Webhook {
-            bare
-        } else {
-            written.clone()
-        },
-        topology: TopologyClaims::of(&written),
-        new_uid: None,
-    }
+    Journal::new(&pv, writer, bare, written)
 }
 
 /// Walks the steps from `cluster` to the end; the steps taken.

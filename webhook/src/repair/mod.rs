@@ -31,7 +31,7 @@ pub mod plan;
 pub mod report;
 
 use self::cluster::{Cluster, PAUSE_VARIABLE};
-use self::plan::{Journal, Observed, Step, TopologyClaims, Writer, check, next_step, recreated, wants_repair};
+use self::plan::{Journal, Observed, Step, check, next_step, recreated, wants_repair};
 pub use self::report::{Row, RowStatus};
 
 /// How often the controllers' work is looked at while waiting for it.
@@ -251,25 +251,7 @@ async fn repair_one(cluster: &Cluster, args: &RepairArgs, resolver: &Resolver, n
         Ok(writer) => writer,
         Err(reason) => return Ok(Row::left_alone(name, claim_text, reason)),
     };
-    let original_policy = pv
-        .spec
-        .as_ref()
-        .and_then(|s| s.persistent_volume_reclaim_policy.clone())
-        .unwrap_or_else(|| "Retain".to_owned());
-    let journal = Journal {
-        version: plan::JOURNAL_VERSION,
-        pv: name.to_owned(),
-        original_uid: pv.metadata.uid.clone().unwrap_or_default(),
-        reclaim_policy: original_policy,
-        writer,
-        create: if writer == Writer::Webhook {
-            bare
-        } else {
-            written.clone()
-        },
-        topology: TopologyClaims::of(&written),
-        new_uid: None,
-    };
+    let journal = Journal::new(&pv, writer, bare, written);
     let text = match journal.encode() {
         Ok(text) => text,
         Err(reason) => return Ok(Row::left_alone(name, claim_text, reason)),

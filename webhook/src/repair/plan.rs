@@ -134,6 +134,27 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// The repair of `original`, recreated as `bare` when the webhook writes the
+    /// topology, as `written` when `repair` does; the topology `written` carries.
+    pub fn new(original: &PersistentVolume, writer: Writer, bare: PersistentVolume, written: PersistentVolume) -> Self {
+        let spec = original.spec.as_ref();
+        Journal {
+            version: JOURNAL_VERSION,
+            pv: original.metadata.name.clone().unwrap_or_default(),
+            original_uid: original.metadata.uid.clone().unwrap_or_default(),
+            reclaim_policy: spec
+                .and_then(|s| s.persistent_volume_reclaim_policy.clone())
+                .unwrap_or_else(|| RETAIN.to_owned()),
+            writer,
+            topology: TopologyClaims::of(&written),
+            create: match writer {
+                Writer::Webhook => bare,
+                Writer::Repair => written,
+            },
+            new_uid: None,
+        }
+    }
+
     /// The annotation's value; refused past [`MAX_JOURNAL_BYTES`].
     pub fn encode(&self) -> Result<String, String> {
         let text = serde_json::to_string(self).map_err(|e| e.to_string())?;
