@@ -30,7 +30,7 @@ pub mod report;
 pub use self::report::{Progress, Report, render};
 use crate::apiserver::{self, ApiError, Apiserver, ConnectError};
 
-/// Where the recreate procedure is documented.
+/// Where `repair`, which recreates a PV with its nodeAffinity, is explained.
 pub const REMEDY: &str = "docs/webhook.md, \"Migrating from the in-tree PersistentVolumeLabel plugin\"";
 /// The field manager of `--fix-labels`' patches.
 pub const FIELD_MANAGER: &str = "pv-topology-webhook-audit";
@@ -178,13 +178,14 @@ pub fn classify(pv: &PersistentVolume, identity: Option<&VolumeIdentity>, resolu
     };
     let (status, detail) = if !missing_affinity.is_empty() {
         let mut detail = format!(
-            "nodeAffinity lacks {} (found by {}); nodeAffinity is immutable: recreate the PV keeping the disk, see {REMEDY}",
+            "nodeAffinity lacks {} (found by {}); nodeAffinity is immutable: `pv-topology-webhook repair --pv {}` recreates the PV keeping its disk and claim, see {REMEDY}",
             missing_affinity.join(", "),
-            resolved.source
+            resolved.source,
+            pv.metadata.name.as_deref().unwrap_or_default()
         );
         if trusted {
             detail.push_str(
-                " (drop its topology labels from the saved object: /mutate trusts a provisioned PV's labels and adds nothing)",
+                " (a provisioner's labels, which /mutate trusts and adds nothing to: repair writes the topology anew)",
             );
         }
         if !missing_labels.is_empty() {

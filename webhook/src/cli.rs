@@ -358,7 +358,6 @@ impl AuditArgs {
 
 /// Arguments of `repair`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("selection").required(true).args(["pv", "all"])))]
 pub struct RepairArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -399,6 +398,29 @@ pub struct RepairArgs {
     pub output: ReportFormat,
     #[command(flatten)]
     pub topology: TopologyArgs,
+}
+
+/// Which PVs `repair` is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// `--pv`: these.
+    Named(Vec<String>),
+    /// `--all`.
+    All,
+}
+
+impl RepairArgs {
+    /// `--pv` or `--all`, exactly one of them. Checked here rather than by clap: a
+    /// switch set to false by its variable (`PV_TOPOLOGY_WEBHOOK_ALL=0`) counts as
+    /// given to clap's groups.
+    pub fn selection(&self) -> Result<Selection, &'static str> {
+        match (self.all, self.pv.is_empty()) {
+            (true, true) => Ok(Selection::All),
+            (false, false) => Ok(Selection::Named(self.pv.clone())),
+            (true, false) => Err("--pv and --all: give one of them, not both"),
+            (false, true) => Err("which PVs? give --pv NAME (repeat, or separate with commas) or --all"),
+        }
+    }
 }
 
 /// The cluster size `--max-pages`' default allows.
@@ -579,8 +601,17 @@ mod tests {
             argv.extend_from_slice(args);
             Cli::try_parse_from(argv)
         };
-        let error = parse(&[]).expect_err("neither --pv nor --all");
-        assert!(error.to_string().contains("--pv <NAME>"), "{error}");
+        let selection = |args: &[&str]| match parse(args).expect("parses").command {
+            Command::Repair(args) => args.selection(),
+            other => panic!("not repair: {other:?}"),
+        };
+        assert!(selection(&[]).unwrap_err().contains("give --pv NAME"));
+        assert!(selection(&["--all", "--pv", "a"]).unwrap_err().contains("not both"));
+        assert_eq!(
+            selection(&["--pv", "a,b", "--pv", "c"]),
+            Ok(Selection::Named(vec!["a".into(), "b".into(), "c".into()]))
+        );
+        assert_eq!(selection(&["--all"]), Ok(Selection::All));
         let Command::Repair(args) = parse(&["--pv", "a,b", "--pv", "c", "-o", "json"])
             .expect("parses")
             .command

@@ -185,12 +185,13 @@ async fn a_provisioned_and_labelled_pv_is_trusted_only_without_a_topology() {
     let complete = provisioned(pd("prov", labeled(), Some("europe-west1-b")));
     assert_eq!(judge(&complete).await.status, Status::Fine);
     // /mutate trusts it and adds nothing, but the scheduler has no constraint: reported,
-    // with what the recreate must do differently.
+    // with the command that recreates it.
     let bare = provisioned(pd("prov", labeled(), None));
     let finding = judge(&bare).await;
     assert_eq!(finding.status, Status::MissingAffinity, "{finding:?}");
     assert!(
-        finding.detail.contains("drop its topology labels"),
+        finding.detail.contains("repair writes the topology anew")
+            && finding.detail.contains("`pv-topology-webhook repair --pv prov`"),
         "{}",
         finding.detail
     );

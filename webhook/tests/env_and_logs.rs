@@ -1,5 +1,5 @@
 //! What docs/webhook.md promises of the command line and the logs: every flag of
-//! `serve`, `review` and `audit` (and the global ones) has its `PV_TOPOLOGY_WEBHOOK_*`
+//! `serve`, `review`, `audit` and `repair` (and the global ones) has its `PV_TOPOLOGY_WEBHOOK_*`
 //! environment variable and the binary reads it (a switch's takes 1/0, yes/no, on/off
 //! and the other boolish spellings, each switch seen to take effect); `serve` runs
 //! configured by the environment alone; `--log-format json` writes one JSON object per
@@ -56,6 +56,7 @@ fn every_flag() -> Vec<(&'static str, String, Option<String>, bool)> {
             "serve" => "serve",
             "review" => "review",
             "audit" => "audit",
+            "repair" => "repair",
             "certs" | "sleep" => continue,
             other => panic!("a new subcommand {other}: do its flags take PV_TOPOLOGY_WEBHOOK_* variables?"),
         };
@@ -83,6 +84,9 @@ fn every_flag_has_the_variable_its_name_gives() {
         ("review", "lookup-timeout"),
         ("audit", "fix-labels"),
         ("audit", "gce-zones"),
+        ("repair", "apply"),
+        ("repair", "wait"),
+        ("repair", "aws-ebs-lookup"),
     ] {
         assert!(
             flags.iter().any(|(s, l, _, _)| *s == sub && l == long),
@@ -278,6 +282,27 @@ fn switch_was_on(long: &str, given: Option<&str>, scratch: &std::path::Path) -> 
                 (Some(0), 1) => true,
                 (Some(2), 0) => false,
                 other => panic!("{what}: {other:?}: {run:?}"),
+            }
+        }
+        // repair says at once what the run will do, before reaching for the cluster
+        // (here a kubeconfig that is not there: exit status 1 naming it).
+        "apply" | "allow-in-use" | "all" => {
+            let missing = scratch.join("no-such-kubeconfig").to_string_lossy().into_owned();
+            let mut args = vec!["--kubeconfig".to_owned(), missing];
+            if long != "all" {
+                args.extend(["--pv".to_owned(), "data-0".to_owned()]);
+            }
+            args.extend(flag.iter().cloned());
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (code, stderr) = status(&run_with("repair", &args, &set));
+            assert_eq!(code, Some(1), "{what}: {stderr}");
+            let reached = stderr.contains("no-such-kubeconfig");
+            match long {
+                "apply" if reached => !stderr.contains("repair: the plan only: nothing is changed"),
+                "allow-in-use" if reached => stderr.contains("repair: --allow-in-use: "),
+                // Without --all (nor --pv) the command line is incomplete.
+                "all" => reached,
+                _ => panic!("{what}: {stderr}"),
             }
         }
         other => panic!("a new switch --{other}: add how its effect shows to switch_was_on"),

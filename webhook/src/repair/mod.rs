@@ -20,7 +20,7 @@ use thiserror::Error;
 
 use crate::apiserver::{self, ApiError, Apiserver, ConnectError};
 use crate::audit::classify;
-use crate::cli::RepairArgs;
+use crate::cli::{RepairArgs, Selection};
 use crate::model::Resolution;
 use crate::resolve::Resolver;
 use crate::source::identify_pv;
@@ -46,6 +46,9 @@ const MAX_STEPS: usize = 24;
 pub enum RepairError {
     #[error(transparent)]
     Connect(#[from] ConnectError),
+    /// `--pv` and `--all`: neither, or both.
+    #[error("{0}")]
+    Selection(&'static str),
     #[error("{PAUSE_VARIABLE}: {0:?} is not a number of API calls")]
     Pause(String),
     #[error("{server}: {what}: {error}{}", permission_hint(error))]
@@ -74,6 +77,17 @@ pub async fn run(args: &RepairArgs, resolver: &Resolver, out: impl Write) -> Res
         Ok(text) => Some(text.trim().parse::<u64>().map_err(|_| RepairError::Pause(text))?),
         Err(_) => None,
     };
+    let selection = args.selection().map_err(RepairError::Selection)?;
+    let all = selection == Selection::All;
+    // Said before anything else, whatever happens next.
+    if !args.apply {
+        eprintln!("repair: the plan only: nothing is changed (--apply repairs)");
+    }
+    if args.allow_in_use {
+        eprintln!(
+            "repair: --allow-in-use: a claim used by pods does not stop its PV's repair; the pods keep their mounts"
+        );
+    }
     let config = apiserver::config(&args.cluster).await?;
     let cluster = Cluster::new(Apiserver::new(config, args.cluster.request_timeout)?, pause_after);
     let api = |what: String| {
@@ -96,7 +110,7 @@ pub async fn run(args: &RepairArgs, resolver: &Resolver, out: impl Write) -> Res
                 continue;
             }
         };
-        if !args.all && !args.pv.contains(&journal.pv) {
+        if !all && !args.pv.contains(&journal.pv) {
             eprintln!(
                 "repair: PV {} has an unfinished repair (claim {namespace}/{name}): rerun with --pv {} or --all",
                 journal.pv, journal.pv
@@ -113,7 +127,7 @@ pub async fn run(args: &RepairArgs, resolver: &Resolver, out: impl Write) -> Res
     }
 
     let mut selected: Vec<String> = args.pv.iter().filter(|n| !done.contains(n)).cloned().collect();
-    if args.all {
+    if all {
         selected = select_all(&cluster, resolver, &done).await?;
     }
     for name in selected {

@@ -3,7 +3,8 @@
 //! running, as the ServiceAccount of `manifests/webhook/repair` (a token in a
 //! kubeconfig of its own): PVs created without topology (the webhook not registered)
 //! and bound by the binder to claims naming them; one claim used by a Pod bound to a
-//! Node (nothing runs it: the "in use" check reads the Pod objects), one claim
+//! Node (nothing runs it: no kubelet here could attach a GCE PD, and the "in use"
+//! check reads the Pod objects), one claim
 //! Pending, one disk whose topology no source gives. The plan changes nothing;
 //! `--apply` refuses the used, the Pending and the unresolvable ones with their
 //! reasons, and repairs the others: afterwards each claim is Bound to the same volume
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 use cluster_harness::audit::{account_kubeconfig, apply_dir, report, status};
 use cluster_harness::webhook::{register, register_validating, serve, webhook_binary};
 use cluster_harness::{TestCluster, workspace_root};
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
@@ -288,6 +289,13 @@ async fn repair_recreates_bound_pvs_with_their_topology_and_refuses_what_it_must
     ]}]}});
     let (lying, _) = tier.bound(hand_made_pv("lying", Some(wrong)), "lying").await;
     let (used, _) = tier.bound(hand_made_pv("used", None), "used").await;
+    // A Node and a Pod bound to it (nothing runs it: no kubelet here could attach a
+    // GCE PD; the "in use" check reads Pod objects either way).
+    let nodes: Api<Node> = Api::all(tier.cluster.client());
+    nodes
+        .create(&PostParams::default(), &object(json!({"metadata": {"name": "node-a"}})))
+        .await
+        .expect("the node");
     let pods: Api<Pod> = Api::namespaced(tier.cluster.client(), APPS);
     pods.create(
         &PostParams::default(),
