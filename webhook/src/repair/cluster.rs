@@ -276,7 +276,7 @@ mod tests {
                 "spec": {"volumes": volumes, "containers": [{"name": "c", "image": "i"}]},
                 "status": {"phase": phase},
             }))
-            .unwrap()
+            .expect("a pod")
         };
         let by_name = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}}]);
         assert!(pod("Running", by_name.clone()).uses("data-web-0"));

@@ -242,7 +242,8 @@ async fn repair_one(cluster: &Cluster, args: &RepairArgs, resolver: &Resolver, n
         return Ok(Row::left_alone(name, claim_text, reason).with_pods(users));
     }
     let (Some(claim), Some((namespace, claim_name))) = (claim, claim_at) else {
-        unreachable!("check refuses a PV without its claim");
+        // check refuses a PV without its claim; said so all the same.
+        return Ok(Row::left_alone(name, claim_text, "its claim cannot be read".to_owned()));
     };
     let (bare, written) = recreated(&pv, &identity, resolved);
     let mut probe = bare.clone();
@@ -423,14 +424,20 @@ async fn finish(cluster: &Cluster, args: &RepairArgs, namespace: &str, name: &st
                     new_uid: Some(uid.clone()),
                     ..journal.clone()
                 };
-                let text = recorded.encode().unwrap_or_default();
+                let text = match recorded.encode() {
+                    Ok(text) => text,
+                    Err(reason) => return Ok(Row::stuck(pv_name, claim_text, reason)),
+                };
                 cluster
                     .set_journal(namespace, name, Some(&text), claim.metadata.resource_version.as_deref())
                     .await
             }
             Step::WriteItOurselves => {
                 let mine = journal.written_by_repair();
-                let text = mine.encode().unwrap_or_default();
+                let text = match mine.encode() {
+                    Ok(text) => text,
+                    Err(reason) => return Ok(Row::stuck(pv_name, claim_text, reason)),
+                };
                 cluster
                     .set_journal(namespace, name, Some(&text), claim.metadata.resource_version.as_deref())
                     .await
