@@ -61,6 +61,12 @@ pub enum RepairError {
     Output(#[source] std::io::Error),
 }
 
+/// The error of a request to `cluster`, `what` saying which.
+fn failed(cluster: &Cluster, what: String) -> impl FnOnce(ApiError) -> RepairError {
+    let server = cluster.server().to_owned();
+    move |error| RepairError::Api { server, what, error }
+}
+
 fn permission_hint(error: &ApiError) -> &'static str {
     if error.is_forbidden() {
         " (repair needs the ClusterRole pv-topology-webhook-repair of manifests/webhook/repair)"
@@ -89,11 +95,7 @@ pub async fn run(args: &RepairArgs, resolver: &Resolver, out: impl Write) -> Res
         );
     }
     let config = apiserver::config(&args.cluster).await?;
-    let cluster = Cluster::new(Apiserver::new(config, args.cluster.request_timeout)?, pause_after);
-    let api = |what: String| {
-        let server = cluster.server().to_owned();
-        move |error| RepairError::Api { server, what, error }
-    };
+    let cluster = &Cluster::new(Apiserver::new(config, args.cluster.request_timeout)?, pause_after);
     let mut report = report::Report::new(out, args.output);
 
     // Unfinished repairs: their PV may be gone, only the claim knows of them.
@@ -101,7 +103,7 @@ pub async fn run(args: &RepairArgs, resolver: &Resolver, out: impl Write) -> Res
     for (namespace, name, journal) in cluster
         .unfinished()
         .await
-        .map_err(api("cannot list PersistentVolumeClaims".to_owned()))?
+        .map_err(failed(cluster, "cannot list PersistentVolumeClaims".to_owned()))?
     {
         let journal = match journal {
             Ok(journal) => journal,
@@ -119,7 +121,7 @@ pub async fn run(args: &RepairArgs, resolver: &Resolver, out: impl Write) -> Res
         }
         done.push(journal.pv.clone());
         let row = if args.apply {
-            finish(&cluster, args, &namespace, &name).await?
+            finish(cluster, args, &namespace, &name).await?
         } else {
             Row::planned_resume(&journal, format!("{namespace}/{name}"))
         };
@@ -128,10 +130,10 @@ pub async fn run(args: &RepairArgs, resolver: &Resolver, out: impl Write) -> Res
 
     let mut selected: Vec<String> = args.pv.iter().filter(|n| !done.contains(n)).cloned().collect();
     if all {
-        selected = select_all(&cluster, resolver, &done).await?;
+        selected = select_all(cluster, resolver, &done).await?;
     }
     for name in selected {
-        let row = repair_one(&cluster, args, resolver, &name).await?;
+        let row = repair_one(cluster, args, resolver, &name).await?;
         report.row(&row)?;
     }
     report.finish()
@@ -144,11 +146,10 @@ async fn select_all(cluster: &Cluster, resolver: &Resolver, done: &[String]) -> 
     let mut names = Vec::new();
     let mut token: Option<String> = None;
     for page in 1..=cluster::MAX_PAGES {
-        let listed = cluster.pvs(token.as_deref()).await.map_err(|error| RepairError::Api {
-            server: cluster.server().to_owned(),
-            what: format!("cannot list PersistentVolumes (page {page})"),
-            error,
-        })?;
+        let listed = cluster
+            .pvs(token.as_deref())
+            .await
+            .map_err(failed(cluster, format!("cannot list PersistentVolumes (page {page})")))?;
         for pv in &listed.items {
             let name = pv.metadata.name.clone().unwrap_or_default();
             if done.contains(&name) {
@@ -172,20 +173,18 @@ async fn select_all(cluster: &Cluster, resolver: &Resolver, done: &[String]) -> 
             return Ok(names);
         }
     }
-    Err(RepairError::Api {
-        server: cluster.server().to_owned(),
-        what: "cannot list PersistentVolumes".to_owned(),
-        error: ApiError::Transport(format!("more than {} pages", cluster::MAX_PAGES)),
-    })
+    Err(failed(cluster, "cannot list PersistentVolumes".to_owned())(
+        ApiError::Transport(format!("more than {} pages", cluster::MAX_PAGES)),
+    ))
 }
 
 /// The plan for PV `name`, and with `--apply` its repair.
 async fn repair_one(cluster: &Cluster, args: &RepairArgs, resolver: &Resolver, name: &str) -> Result<Row, RepairError> {
-    let api = |what: String| {
-        let server = cluster.server().to_owned();
-        move |error| RepairError::Api { server, what, error }
-    };
-    let Some(pv) = cluster.pv(name).await.map_err(api(format!("cannot read PV {name}")))? else {
+    let Some(pv) = cluster
+        .pv(name)
+        .await
+        .map_err(failed(cluster, format!("cannot read PV {name}")))?
+    else {
         return Ok(Row::left_alone(
             name,
             None,
@@ -229,11 +228,11 @@ async fn repair_one(cluster: &Cluster, args: &RepairArgs, resolver: &Resolver, n
             let claim = cluster
                 .claim(namespace, claim_name)
                 .await
-                .map_err(api(format!("cannot read claim {namespace}/{claim_name}")))?;
-            let users = cluster
-                .users(namespace, claim_name)
-                .await
-                .map_err(api(format!("cannot list the pods of namespace {namespace}")))?;
+                .map_err(failed(cluster, format!("cannot read claim {namespace}/{claim_name}")))?;
+            let users = cluster.users(namespace, claim_name).await.map_err(failed(
+                cluster,
+                format!("cannot list the pods of namespace {namespace}"),
+            ))?;
             (claim, users)
         }
         None => (None, Vec::new()),
@@ -260,7 +259,11 @@ async fn repair_one(cluster: &Cluster, args: &RepairArgs, resolver: &Resolver, n
                 format!("the cluster's admission refuses the PV without its topology in a dry run: {error}"),
             ));
         }
-        Err(error) => return Err(api(format!("cannot dry-run the creation of PV {name}"))(error)),
+        Err(error) => {
+            return Err(failed(cluster, format!("cannot dry-run the creation of PV {name}"))(
+                error,
+            ));
+        }
     };
     let writer = match plan::writer(&bare, &written, &admitted) {
         Ok(writer) => writer,
@@ -282,19 +285,16 @@ async fn repair_one(cluster: &Cluster, args: &RepairArgs, resolver: &Resolver, n
             claim.metadata.resource_version.as_deref(),
         )
         .await
-        .map_err(api(format!(
-            "cannot write the journal on claim {namespace}/{claim_name}"
-        )))?;
+        .map_err(failed(
+            cluster,
+            format!("cannot write the journal on claim {namespace}/{claim_name}"),
+        ))?;
     finish(cluster, args, &namespace, &claim_name).await
 }
 
 /// Carries out the repair journaled on claim `namespace/name`, from wherever it is.
 async fn finish(cluster: &Cluster, args: &RepairArgs, namespace: &str, name: &str) -> Result<Row, RepairError> {
     let claim_text = format!("{namespace}/{name}");
-    let api = |what: String| {
-        let server = cluster.server().to_owned();
-        move |error| RepairError::Api { server, what, error }
-    };
     let mut steps = 0;
     let mut waiting: Option<(Step, tokio::time::Instant)> = None;
     let mut last_journal: Option<Journal> = None;
@@ -303,7 +303,7 @@ async fn finish(cluster: &Cluster, args: &RepairArgs, namespace: &str, name: &st
         let claim: PersistentVolumeClaim = match cluster
             .claim(namespace, name)
             .await
-            .map_err(api(format!("cannot read claim {claim_text}")))?
+            .map_err(failed(cluster, format!("cannot read claim {claim_text}")))?
         {
             Some(claim) => claim,
             None => {
@@ -335,16 +335,16 @@ async fn finish(cluster: &Cluster, args: &RepairArgs, namespace: &str, name: &st
         let pv: Option<PersistentVolume> = cluster
             .pv(&journal.pv)
             .await
-            .map_err(api(format!("cannot read PV {}", journal.pv)))?;
+            .map_err(failed(cluster, format!("cannot read PV {}", journal.pv)))?;
         let original_alive = pv.as_ref().is_some_and(|pv| {
             pv.metadata.uid.as_deref() == Some(journal.original_uid.as_str())
                 && pv.metadata.deletion_timestamp.is_none()
         });
         let users = if original_alive && !args.allow_in_use {
-            cluster
-                .users(namespace, name)
-                .await
-                .map_err(api(format!("cannot list the pods of namespace {namespace}")))?
+            cluster.users(namespace, name).await.map_err(failed(
+                cluster,
+                format!("cannot list the pods of namespace {namespace}"),
+            ))?
         } else {
             Vec::new()
         };
@@ -454,7 +454,7 @@ async fn finish(cluster: &Cluster, args: &RepairArgs, namespace: &str, name: &st
         match result {
             Ok(()) => {}
             Err(error) if error.is_conflict() || error.is_not_found() => {}
-            Err(error) => return Err(api(format!("PV {pv_name}: {}", step_name(&step)))(error)),
+            Err(error) => return Err(failed(cluster, format!("PV {pv_name}: {}", step_name(&step)))(error)),
         }
     }
 }

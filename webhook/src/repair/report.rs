@@ -194,7 +194,6 @@ impl<W: Write> Report<W> {
         let closing = match (self.format, self.rows) {
             (ReportFormat::Json, 0) => "[]\n",
             (ReportFormat::Json, _) => "\n]\n",
-            (ReportFormat::Table, 0) => "",
             (ReportFormat::Table, _) => "",
         };
         self.out
