@@ -2,9 +2,9 @@
 //! kube-controller-manager's PV binder and the PV and claim protection controllers
 //! running, as the ServiceAccount of `manifests/webhook/repair` (a token in a
 //! kubeconfig of its own): PVs created without topology (the webhook not registered)
-//! and bound by the binder to claims naming them; one claim used by a Pod bound to a
-//! Node (nothing runs it: no kubelet here could attach a GCE PD, and the "in use"
-//! check reads the Pod objects), one claim
+//! and bound by the binder to claims naming them; one claim used by a pod on the node
+//! tier's real kubelet (containerd, runc; kubelet admits the pod and waits for the
+//! disk, which nothing here can attach), one claim
 //! Pending, one disk whose topology no source gives. The plan changes nothing;
 //! `--apply` refuses the used, the Pending and the unresolvable ones with their
 //! reasons, and repairs the others: afterwards each claim is Bound to the same volume
@@ -24,8 +24,10 @@ use std::time::{Duration, Instant};
 
 use cluster_harness::audit::{account_kubeconfig, apply_dir, report, status};
 use cluster_harness::webhook::{register, register_validating, serve, webhook_binary};
-use cluster_harness::{TestCluster, workspace_root};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
+use cluster_harness::{
+    KubeletOptions, Node, NodeOptions, PAUSE_IMAGE, TestCluster, pod_manifest, waiting_reason, workspace_root,
+};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
@@ -278,6 +280,25 @@ fn assert_repaired(before: &PersistentVolume, after: &PersistentVolume, claim: &
     );
 }
 
+/// Waits until kubelet reports pod `name` waiting in ContainerCreating (admitted,
+/// its volumes not yet mounted); returns what it reports.
+async fn wait_held_by_kubelet(pods: &Api<Pod>, name: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let pod = pods.get(name).await.expect("the pod");
+        if let Some(reason) = waiting_reason(&pod) {
+            assert_eq!(
+                reason, "ContainerCreating",
+                "kubelet cannot start the pod without its disk"
+            );
+            let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+            return format!("{phase}, waiting in {reason}");
+        }
+        assert!(Instant::now() < deadline, "kubelet never reported pod {name}: {pod:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 #[tokio::test]
 async fn repair_recreates_bound_pvs_with_their_topology_and_refuses_what_it_must() {
     let tier = Tier::start().await;
@@ -289,27 +310,21 @@ async fn repair_recreates_bound_pvs_with_their_topology_and_refuses_what_it_must
     ]}]}});
     let (lying, _) = tier.bound(hand_made_pv("lying", Some(wrong)), "lying").await;
     let (used, _) = tier.bound(hand_made_pv("used", None), "used").await;
-    // A Node and a Pod bound to it (nothing runs it: no kubelet here could attach a
-    // GCE PD; the "in use" check reads Pod objects either way).
-    let nodes: Api<Node> = Api::all(tier.cluster.client());
-    nodes
-        .create(&PostParams::default(), &object(json!({"metadata": {"name": "node-a"}})))
+    // The used claim's pod on the node tier's real kubelet: kubelet admits it and
+    // waits for the disk to be attached (no attach/detach controller or PD driver
+    // runs here), so the pod holds the claim the way a starting workload does.
+    let node = Node::create(&tier.cluster, NodeOptions::default()).expect("the node");
+    node.start_kubelet(KubeletOptions::default()).expect("kubelet starts");
+    node.wait_ready(&tier.cluster.client(), Duration::from_secs(120))
         .await
-        .expect("the node");
+        .expect("the Node becomes Ready");
     let pods: Api<Pod> = Api::namespaced(tier.cluster.client(), APPS);
-    pods.create(
-        &PostParams::default(),
-        &object(json!({
-            "metadata": {"name": "db-0"},
-            "spec": {
-                "nodeName": "node-a",
-                "containers": [{"name": "db", "image": "registry.example.invalid/db:1"}],
-                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "used"}}],
-            },
-        })),
-    )
-    .await
-    .expect("the pod");
+    let mut db = pod_manifest("db-0", node.name(), PAUSE_IMAGE, "Never");
+    db["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    db["spec"]["volumes"] = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "used"}}]);
+    pods.create(&PostParams::default(), &object(db)).await.expect("the pod");
+    let held = wait_held_by_kubelet(&pods, "db-0").await;
+    eprintln!("repair: pod apps/db-0 on {}: {held}", node.name());
     // A claim naming a volume that does not exist stays Pending; the PV naming the
     // claim stays Available.
     tier.pvs
