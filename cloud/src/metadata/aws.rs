@@ -8,7 +8,7 @@
 //! public IPv4, the private and public DNS names, then the first IPv6 of
 //! each interface.
 
-use super::{AddressKind, Instance, MetadataClient, MetadataError};
+use super::{AddressKind, Instance, MetadataClient, MetadataError, ProviderIdOptions};
 
 /// The IMDS IPv6 endpoint (Nitro instances), for IPv6-only subnets.
 pub const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]/";
@@ -112,7 +112,58 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
     instance.region = get("latest/meta-data/placement/region")
         .await?
         .map(|r| r.trim().to_owned());
+    instance.zone = get("latest/meta-data/placement/availability-zone")
+        .await?
+        .map(|z| z.trim().to_owned());
     Ok(instance)
+}
+
+/// The AWS cloud controller manager (kubernetes/cloud-provider-aws,
+/// `pkg/providers/v1`): it writes `aws:///ZONE/INSTANCE-ID` (as EKS's
+/// nodeadm does), parses a provider ID with `MapToAWSInstanceID`
+/// (`aws://HOST/ZONE/i-…`, `aws:////i-…` or a bare `i-…`; the host and
+/// zone are ignored, the ID must start with `i-`), and finds a Node
+/// without one by its name: an instance ID, or else the `private-dns-name`.
+pub(super) struct Ccm;
+
+impl super::CcmRules for Ccm {
+    fn provider_id(&self, instance: &Instance, _: &ProviderIdOptions) -> Result<String, String> {
+        let zone = super::provider_id_part("availability zone", instance.zone.as_deref())?;
+        let id = super::provider_id_part("instance ID", instance.instance_id.as_deref())?;
+        if !id.starts_with("i-") {
+            return Err(format!("the instance ID {id:?} does not start with i-"));
+        }
+        Ok(format!("aws:///{zone}/{id}"))
+    }
+
+    fn key(&self, provider_id: &str) -> Result<String, String> {
+        let path = match provider_id.strip_prefix("aws://") {
+            // The URL's host (an empty one in the usual form) is not read.
+            Some(rest) => rest.find('/').map_or("", |slash| &rest[slash..]),
+            None if provider_id.contains("://") => return Err("its scheme is not aws".into()),
+            None => provider_id,
+        };
+        let tokens: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let id = match tokens.as_slice() {
+            [id] | [_, id] => *id,
+            _ => "",
+        };
+        if id.starts_with("i-") {
+            Ok(id.to_owned())
+        } else {
+            Err("not aws:///ZONE/i-… (the CCM's MapToAWSInstanceID refuses it)".into())
+        }
+    }
+
+    fn finds_by_name(&self, node: &str, instance: &Instance) -> bool {
+        self.names(instance).iter().any(|name| name == node)
+    }
+
+    fn names(&self, instance: &Instance) -> Vec<String> {
+        let private_dns = instance.private_dns.iter().map(|n| n.to_lowercase());
+        let id = instance.instance_id.iter().filter(|id| id.starts_with("i-")).cloned();
+        private_dns.chain(id).collect()
+    }
 }
 
 async fn session_token(client: &MetadataClient) -> Result<String, MetadataError> {

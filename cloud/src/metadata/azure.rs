@@ -24,7 +24,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{AddressKind, Instance, MetadataClient, MetadataError};
+use super::{AddressKind, Instance, MetadataClient, MetadataError, ProviderIdOptions};
 
 /// The CCM's `ImdsInstanceURI` and `ImdsInstanceAPIVersion`.
 const INSTANCE: &str = "metadata/instance?api-version=2021-10-01&format=json";
@@ -54,6 +54,8 @@ struct Compute {
     location: String,
     #[serde(default, rename = "osprofile")]
     os_profile: OsProfile,
+    #[serde(default, rename = "resourceid")]
+    resource_id: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,6 +136,7 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
         instance_id: non_empty(&compute.vm_id),
         name: instance_name(&compute),
         region: non_empty(&compute.location),
+        resource_id: non_empty(&compute.resource_id),
         ..Instance::default()
     };
     let node_name = instance.hostname.as_deref().unwrap_or_default().to_lowercase();
@@ -229,6 +232,83 @@ fn instance_name(compute: &Compute) -> Option<String> {
         non_empty(&compute.name)
     } else {
         non_empty(&compute.os_profile.computer_name)
+    }
+}
+
+/// The Azure cloud controller manager (kubernetes-sigs/cloud-provider-azure,
+/// `pkg/provider`): it writes `azure://` and the VM's resource ID with the
+/// subscription and resource group lowercased (`getLocalInstanceProviderID`,
+/// `azure_instances_v1.go`): `/subscriptions/S/resourceGroups/G/providers/
+/// Microsoft.Compute/virtualMachines/NAME` for a standalone or flexible
+/// scale set VM, `…/virtualMachineScaleSets/SET/virtualMachines/N` for a
+/// uniform scale set VM; it refuses another form (`azureNodeProviderIDRE`
+/// and the scale set ones), compares resource IDs case-insensitively, and
+/// finds a Node without one by its name, case-insensitively.
+pub(super) struct Ccm;
+
+impl super::CcmRules for Ccm {
+    fn provider_id(&self, instance: &Instance, _: &ProviderIdOptions) -> Result<String, String> {
+        let id = instance.resource_id.as_deref();
+        let id = id.ok_or("the metadata service gave no compute.resourceId")?;
+        if let Some(c) = super::unsafe_in_a_flag(id) {
+            return Err(format!("the resource ID {:?} holds {c:?}", super::shorten(id)));
+        }
+        Ok(format!("azure://{}", machine_id(id)?))
+    }
+
+    fn key(&self, provider_id: &str) -> Result<String, String> {
+        let id = provider_id
+            .strip_prefix("azure://")
+            .ok_or_else(|| "its scheme is not azure".to_owned())?;
+        Ok(machine_id(id)?.to_lowercase())
+    }
+
+    fn finds_by_name(&self, node: &str, instance: &Instance) -> bool {
+        instance
+            .name
+            .as_deref()
+            .is_some_and(|name| name.eq_ignore_ascii_case(node))
+    }
+
+    fn names(&self, instance: &Instance) -> Vec<String> {
+        instance.name.iter().map(|n| n.to_lowercase()).collect()
+    }
+}
+
+/// A VM's resource ID as the CCM writes it: the fixed words in their
+/// canonical case, the subscription and resource group lowercased, the
+/// names kept; `Err` for anything but a VM's or a scale set VM's ID.
+fn machine_id(id: &str) -> Result<String, String> {
+    let refused = || {
+        format!(
+            "{:?} is not a VM's resource ID (/subscriptions/S/resourceGroups/G/providers/Microsoft.Compute/virtualMachines/NAME, or …/virtualMachineScaleSets/SET/virtualMachines/N)",
+            super::shorten(id)
+        )
+    };
+    let parts: Vec<&str> = id.split('/').collect();
+    let word = |i: usize, want: &str| parts.get(i).is_some_and(|p| p.eq_ignore_ascii_case(want));
+    let name = |i: usize| parts.get(i).copied().filter(|p| !p.is_empty());
+    let head = parts.first() == Some(&"")
+        && word(1, "subscriptions")
+        && word(3, "resourceGroups")
+        && word(5, "providers")
+        && word(6, "Microsoft.Compute");
+    let (Some(subscription), Some(group), true) = (name(2), name(4), head) else {
+        return Err(refused());
+    };
+    let prefix = format!(
+        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute",
+        subscription.to_lowercase(),
+        group.to_lowercase()
+    );
+    match parts.len() {
+        9 if word(7, "virtualMachines") => Ok(format!("{prefix}/virtualMachines/{}", name(8).ok_or_else(refused)?)),
+        11 if word(7, "virtualMachineScaleSets") && word(9, "virtualMachines") => Ok(format!(
+            "{prefix}/virtualMachineScaleSets/{}/virtualMachines/{}",
+            name(8).ok_or_else(refused)?,
+            name(10).ok_or_else(refused)?
+        )),
+        _ => Err(refused()),
     }
 }
 

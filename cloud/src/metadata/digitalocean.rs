@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use super::{AddressKind, Instance, MetadataClient, MetadataError};
+use super::{AddressKind, Instance, MetadataClient, MetadataError, ProviderIdOptions};
 
 const PATH: &str = "metadata/v1.json";
 
@@ -68,4 +68,34 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
         push_ip(AddressKind::ExternalIP, &interface.ipv6)?;
     }
     Ok(instance)
+}
+
+/// The DigitalOcean cloud controller manager (digitalocean/digitalocean-cloud-controller-manager, `cloud-controller-manager/do/droplets.go`: `dropletIDFromProviderID`, `dropletByName`):
+/// it writes and parses `digitalocean://ID` (a decimal number), and finds a Node
+/// without one by its name, which must be the droplet's name exactly (the
+/// metadata's `hostname`).
+pub(super) struct Ccm;
+
+impl super::CcmRules for Ccm {
+    fn provider_id(&self, instance: &Instance, _: &ProviderIdOptions) -> Result<String, String> {
+        Ok(format!(
+            "digitalocean://{}",
+            super::decimal_id("droplet ID", instance.instance_id.as_deref())?
+        ))
+    }
+
+    fn key(&self, provider_id: &str) -> Result<String, String> {
+        let id = provider_id.strip_prefix("digitalocean://");
+        let id = id.ok_or_else(|| "its scheme is not digitalocean".to_owned())?;
+        super::decimal_id("droplet ID", Some(id))
+            .map_err(|_| "not digitalocean://ID with a decimal ID (the CCM refuses it)".to_owned())
+    }
+
+    fn finds_by_name(&self, node: &str, instance: &Instance) -> bool {
+        instance.hostname.as_deref() == Some(node)
+    }
+
+    fn names(&self, instance: &Instance) -> Vec<String> {
+        instance.hostname.iter().cloned().collect()
+    }
 }

@@ -11,7 +11,7 @@
 
 use std::net::IpAddr;
 
-use super::{AddressKind, Instance, MetadataClient, MetadataError};
+use super::{AddressKind, Instance, MetadataClient, MetadataError, ProviderIdOptions};
 
 const FLAVOR: [(&str, &str); 1] = [("Metadata-Flavor", "Google")];
 const ROOT: &str = "computeMetadata/v1/";
@@ -42,12 +42,58 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
         hostname: text("hostname").await?,
         instance_id: text("id").await?,
         name: text("name").await?,
+        zone: text("zone").await?.map(|zone| zone_name(&zone).to_owned()),
         ..Instance::default()
     };
+    instance.project = client
+        .get(&format!("{ROOT}project/project-id"), &FLAVOR)
+        .await?
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty());
     for (kind, address) in ccm_order(&nics, instance.hostname.as_deref()) {
         instance.push(kind, address);
     }
     Ok(instance)
+}
+
+/// `instance/zone` is `projects/NUMBER/zones/ZONE`: the zone's name.
+fn zone_name(zone: &str) -> &str {
+    zone.rsplit('/').next().unwrap_or(zone)
+}
+
+/// The GCE cloud controller manager (kubernetes/cloud-provider-gcp,
+/// `providers/gce`): it writes `gce://PROJECT/ZONE/NAME`, parses a provider
+/// ID with `splitProviderID` (`^gce://([^/]+)/([^/]+)/([^/]+)$`), and finds
+/// a Node without one by its name up to the first `.`
+/// (`canonicalizeInstanceName`), the instance's name.
+pub(super) struct Ccm;
+
+impl super::CcmRules for Ccm {
+    fn provider_id(&self, instance: &Instance, _: &ProviderIdOptions) -> Result<String, String> {
+        let project = super::provider_id_part("project ID", instance.project.as_deref())?;
+        let zone = super::provider_id_part("zone", instance.zone.as_deref())?;
+        let name = super::provider_id_part("instance name", instance.name.as_deref())?;
+        Ok(format!("gce://{project}/{zone}/{name}"))
+    }
+
+    fn key(&self, provider_id: &str) -> Result<String, String> {
+        let parts: Option<Vec<&str>> = provider_id.strip_prefix("gce://").map(|rest| rest.split('/').collect());
+        match parts.as_deref() {
+            Some([project, zone, name]) if [project, zone, name].iter().all(|p| !p.is_empty()) => {
+                Ok(format!("{project}/{zone}/{name}"))
+            }
+            _ => Err("not gce://PROJECT/ZONE/NAME (the CCM's splitProviderID refuses it)".into()),
+        }
+    }
+
+    fn finds_by_name(&self, node: &str, instance: &Instance) -> bool {
+        let canonical = node.split('.').next().unwrap_or(node);
+        instance.name.as_deref() == Some(canonical)
+    }
+
+    fn names(&self, instance: &Instance) -> Vec<String> {
+        instance.name.iter().cloned().collect()
+    }
 }
 
 /// Interface `index`'s addresses.

@@ -8,7 +8,7 @@
 
 use serde::Deserialize;
 
-use super::{AddressKind, Instance, MetadataClient, MetadataError};
+use super::{AddressKind, Instance, MetadataClient, MetadataError, ProviderIdOptions};
 
 const METADATA: &str = "hetzner/v1/metadata";
 const PRIVATE_NETWORKS: &str = "hetzner/v1/metadata/private-networks";
@@ -90,6 +90,36 @@ pub(super) async fn instance(client: &MetadataClient) -> Result<Instance, Metada
         }
     }
     Ok(instance)
+}
+
+/// The Hetzner cloud controller manager (hetznercloud/hcloud-cloud-controller-manager, `internal/providerid`: `ToServerID`; `hcloud/instances.go`: `getServerByName`):
+/// it writes and parses `hcloud://ID` (a decimal number), and finds a Node
+/// without one by its name, which must be the server's name exactly (the
+/// metadata's `hostname`).
+pub(super) struct Ccm;
+
+impl super::CcmRules for Ccm {
+    fn provider_id(&self, instance: &Instance, _: &ProviderIdOptions) -> Result<String, String> {
+        Ok(format!(
+            "hcloud://{}",
+            super::decimal_id("server ID", instance.instance_id.as_deref())?
+        ))
+    }
+
+    fn key(&self, provider_id: &str) -> Result<String, String> {
+        let id = provider_id.strip_prefix("hcloud://");
+        let id = id.ok_or_else(|| "its scheme is not hcloud".to_owned())?;
+        super::decimal_id("server ID", Some(id))
+            .map_err(|_| "not hcloud://ID with a decimal ID (the CCM refuses it)".to_owned())
+    }
+
+    fn finds_by_name(&self, node: &str, instance: &Instance) -> bool {
+        instance.hostname.as_deref() == Some(node)
+    }
+
+    fn names(&self, instance: &Instance) -> Vec<String> {
+        instance.hostname.iter().cloned().collect()
+    }
 }
 
 #[cfg(test)]

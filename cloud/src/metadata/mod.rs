@@ -67,6 +67,14 @@ pub struct Instance {
     pub private_dns: Option<String>,
     /// The instance's region, where the service says.
     pub region: Option<String>,
+    /// The instance's zone (EC2's availability zone, GCE's zone name), for
+    /// the provider ID.
+    pub zone: Option<String>,
+    /// The project the instance is in (GCE's project ID), for the provider ID.
+    pub project: Option<String>,
+    /// The instance's full resource ID (Azure's `compute.resourceId`), for
+    /// the provider ID.
+    pub resource_id: Option<String>,
 }
 
 impl Instance {
@@ -119,6 +127,138 @@ impl Provider {
 
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// What this cloud's controller manager expects of a Node's identity:
+    /// the one table entry a cloud adds (its rules live in its own file).
+    fn ccm(self) -> &'static dyn CcmRules {
+        match self {
+            Provider::Aws => &aws::Ccm,
+            Provider::Gce => &gce::Ccm,
+            Provider::Azure => &azure::Ccm,
+            Provider::OpenStack => &openstack::Ccm,
+            Provider::DigitalOcean => &digitalocean::Ccm,
+            Provider::Hetzner => &hetzner::Ccm,
+        }
+    }
+}
+
+/// How a cloud's controller manager names and finds an instance
+/// (InstancesV2's `InstanceMetadata`, through k8s.io/cloud-provider's node
+/// controller): the provider ID it writes and parses, and the node names it
+/// finds the instance by when a Node has none. Each cloud's file cites its
+/// CCM's code.
+trait CcmRules: Sync {
+    /// The provider ID the CCM would write for `instance`; `Err` says what
+    /// the metadata lacks.
+    fn provider_id(&self, instance: &Instance, options: &ProviderIdOptions) -> Result<String, String>;
+    /// The instance a provider ID names, in a form compared with
+    /// [`CcmRules::key`] of this instance's own ID; `Err` when the CCM
+    /// cannot parse it.
+    fn key(&self, provider_id: &str) -> Result<String, String>;
+    /// Whether the CCM finds `instance` by the node name `node`, when the
+    /// Node has no provider ID.
+    fn finds_by_name(&self, node: &str, instance: &Instance) -> bool;
+    /// The node names it finds the instance by, for messages.
+    fn names(&self, instance: &Instance) -> Vec<String>;
+}
+
+/// What the flags say about the provider ID's form.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderIdOptions {
+    /// OpenStack: write the regional form `openstack://REGION/UUID`, as the
+    /// OpenStack CCM does with `OS_CCM_REGIONAL=true`.
+    pub openstack_region: Option<String>,
+}
+
+/// Why this instance gets no provider ID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no {provider} provider ID: {reason}")]
+pub struct InvalidProviderId {
+    pub provider: &'static str,
+    pub reason: String,
+}
+
+/// The most a provider ID may hold (the apiserver sets no limit; Azure's,
+/// the longest, are a few hundred bytes).
+const MAX_PROVIDER_ID: usize = 1024;
+
+/// The provider ID `provider`'s controller manager writes for `instance`
+/// (`spec.providerID`), for kubelet's `--provider-id`. It ends up on
+/// kubelet's command line: whitespace, control characters, quotes, `\`, `$`
+/// and backticks are refused, so a value from metadata can never smuggle in
+/// a flag or a substitution.
+pub fn provider_id(
+    provider: Provider,
+    instance: &Instance,
+    options: &ProviderIdOptions,
+) -> Result<String, InvalidProviderId> {
+    let invalid = |reason: String| InvalidProviderId {
+        provider: provider.name(),
+        reason,
+    };
+    let id = provider.ccm().provider_id(instance, options).map_err(invalid)?;
+    if id.len() > MAX_PROVIDER_ID {
+        return Err(invalid(format!("{} bytes, more than {MAX_PROVIDER_ID}", id.len())));
+    }
+    Ok(id)
+}
+
+/// The first character of `value` that must not reach a command line.
+pub fn unsafe_in_a_flag(value: &str) -> Option<char> {
+    value
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '\\' | '$' | '`'))
+}
+
+/// `value`, one part of a provider ID: present, without `/` and safe on a
+/// command line.
+fn provider_id_part<'a>(what: &str, value: Option<&'a str>) -> Result<&'a str, String> {
+    let value = value.map(str::trim).filter(|v| !v.is_empty());
+    let value = value.ok_or_else(|| format!("the metadata service gave no {what}"))?;
+    if let Some(c) = unsafe_in_a_flag(value).or(value.contains('/').then_some('/')) {
+        return Err(format!("the {what} {:?} holds {c:?}", shorten(value)));
+    }
+    Ok(value)
+}
+
+/// `value` if it is a decimal number, as DigitalOcean's and Hetzner's
+/// CCMs parse their IDs.
+fn decimal_id(what: &str, value: Option<&str>) -> Result<String, String> {
+    let value = provider_id_part(what, value)?;
+    match value.parse::<u64>() {
+        Ok(number) => Ok(number.to_string()),
+        Err(_) => Err(format!("the {what} {:?} is not a decimal number", shorten(value))),
+    }
+}
+
+/// A Node's identity as one cloud's controller manager sees it, to tell
+/// whether the Node names this instance.
+#[derive(Debug, Clone)]
+pub struct CcmMatching {
+    pub provider: Provider,
+    pub instance: Instance,
+}
+
+impl CcmMatching {
+    /// Whether the provider ID `theirs` (a Node's) names this instance, as
+    /// the CCM parses it: `Err` with the reason when the CCM cannot parse
+    /// it, `Ok(false)` when it names another instance.
+    pub fn names_this_instance(&self, theirs: &str, options: &ProviderIdOptions) -> Result<bool, String> {
+        let rules = self.provider.ccm();
+        let theirs = rules.key(theirs)?;
+        let ours = rules.provider_id(&self.instance, options)?;
+        Ok(rules.key(&ours).is_ok_and(|ours| ours == theirs))
+    }
+
+    /// Whether the CCM finds this instance by the node name `node`.
+    pub fn finds_by_name(&self, node: &str) -> bool {
+        self.provider.ccm().finds_by_name(node, &self.instance)
+    }
+
+    /// The node names the CCM finds this instance by.
+    pub fn names(&self) -> Vec<String> {
+        self.provider.ccm().names(&self.instance)
     }
 }
 
@@ -487,5 +627,291 @@ mod tests {
             error.starts_with(r#""x --v=10\n--y" is not a valid Kubernetes node name"#),
             "{error}"
         );
+    }
+
+    fn instance(id: &str) -> Instance {
+        Instance {
+            instance_id: Some(id.into()),
+            ..Instance::default()
+        }
+    }
+
+    /// Each CCM's form, and what each refuses to write.
+    #[test]
+    fn provider_ids_in_each_ccms_form() {
+        let none = ProviderIdOptions::default();
+        let aws = Instance {
+            zone: Some("eu-west-1a".into()),
+            ..instance("i-0123456789abcdef0")
+        };
+        let gce = Instance {
+            project: Some("my-project".into()),
+            zone: Some("europe-west1-b".into()),
+            name: Some("node-a".into()),
+            ..instance("4520798745418765809")
+        };
+        let azure = |id: &str| Instance {
+            resource_id: Some(id.into()),
+            ..Instance::default()
+        };
+        let regional = ProviderIdOptions {
+            openstack_region: Some("RegionOne".into()),
+        };
+        let uuid = "83679162-1378-4288-a2d4-70e13ec132aa";
+        for (provider, instance, options, want) in [
+            (
+                Provider::Aws,
+                aws.clone(),
+                &none,
+                "aws:///eu-west-1a/i-0123456789abcdef0",
+            ),
+            (
+                Provider::Gce,
+                gce.clone(),
+                &none,
+                "gce://my-project/europe-west1-b/node-a",
+            ),
+            (
+                Provider::Azure,
+                azure("/subscriptions/8D2A/resourceGroups/MyRG/providers/Microsoft.Compute/virtualMachines/Node-A"),
+                &none,
+                "azure:///subscriptions/8d2a/resourceGroups/myrg/providers/Microsoft.Compute/virtualMachines/Node-A",
+            ),
+            (
+                Provider::Azure,
+                azure(
+                    "/subscriptions/8D2A/resourcegroups/MyRG/providers/microsoft.compute/virtualMachineScaleSets/pool/virtualMachines/3",
+                ),
+                &none,
+                "azure:///subscriptions/8d2a/resourceGroups/myrg/providers/Microsoft.Compute/virtualMachineScaleSets/pool/virtualMachines/3",
+            ),
+            (
+                Provider::OpenStack,
+                instance(uuid),
+                &none,
+                "openstack:///83679162-1378-4288-a2d4-70e13ec132aa",
+            ),
+            (
+                Provider::OpenStack,
+                instance(uuid),
+                &regional,
+                "openstack://RegionOne/83679162-1378-4288-a2d4-70e13ec132aa",
+            ),
+            (
+                Provider::DigitalOcean,
+                instance("2756294"),
+                &none,
+                "digitalocean://2756294",
+            ),
+            (Provider::Hetzner, instance("42424242"), &none, "hcloud://42424242"),
+        ] {
+            assert_eq!(
+                provider_id(provider, &instance, options).as_deref(),
+                Ok(want),
+                "{provider:?}"
+            );
+        }
+        let refused = |provider: Provider, instance: &Instance, options: &ProviderIdOptions| {
+            provider_id(provider, instance, options).unwrap_err().to_string()
+        };
+        for (provider, instance, options, reason) in [
+            (
+                Provider::Aws,
+                Instance {
+                    zone: None,
+                    ..aws.clone()
+                },
+                &none,
+                "no aws provider ID: the metadata service gave no availability zone",
+            ),
+            (
+                Provider::Aws,
+                Instance {
+                    instance_id: Some("mi-0123".into()),
+                    ..aws.clone()
+                },
+                &none,
+                "does not start with i-",
+            ),
+            (
+                Provider::Gce,
+                Instance {
+                    project: None,
+                    ..gce.clone()
+                },
+                &none,
+                "gave no project ID",
+            ),
+            (
+                Provider::Gce,
+                Instance {
+                    zone: Some("zones/a b".into()),
+                    ..gce.clone()
+                },
+                &none,
+                "the zone \"zones/a b\" holds ' '",
+            ),
+            (
+                Provider::Azure,
+                azure("/subscriptions/8D2A/resourceGroups/MyRG/providers/Microsoft.Network/networkInterfaces/nic"),
+                &none,
+                "is not a VM's resource ID",
+            ),
+            (
+                Provider::Azure,
+                Instance::default(),
+                &none,
+                "gave no compute.resourceId",
+            ),
+            (
+                Provider::OpenStack,
+                instance("x --authorization-mode=AlwaysAllow"),
+                &none,
+                "holds ' '",
+            ),
+            (
+                Provider::OpenStack,
+                instance(uuid),
+                &ProviderIdOptions {
+                    openstack_region: Some("a/b".into()),
+                },
+                "the region \"a/b\" holds '/'",
+            ),
+            (
+                Provider::DigitalOcean,
+                instance("12ab"),
+                &none,
+                "is not a decimal number",
+            ),
+            (Provider::Hetzner, instance("-1"), &none, "is not a decimal number"),
+            (Provider::Hetzner, instance("4$(id)"), &none, "holds '$'"),
+        ] {
+            let error = refused(provider, &instance, options);
+            assert!(error.contains(reason), "{provider:?}: {error}");
+            assert!(
+                error.starts_with(&format!("no {} provider ID: ", provider.name())),
+                "{error}"
+            );
+        }
+    }
+
+    /// What a Node's providerID or name says to each CCM about this instance.
+    #[test]
+    fn the_ccms_match_nodes_as_they_parse_them() {
+        let none = ProviderIdOptions::default();
+        let matching = |provider, instance| CcmMatching { provider, instance };
+        let aws = matching(
+            Provider::Aws,
+            Instance {
+                zone: Some("eu-west-1a".into()),
+                private_dns: Some("ip-10-0-1-25.eu-west-1.compute.internal".into()),
+                ..instance("i-0123456789abcdef0")
+            },
+        );
+        for theirs in [
+            "aws:///eu-west-1a/i-0123456789abcdef0",
+            "aws:///eu-west-1b/i-0123456789abcdef0",
+            "aws:////i-0123456789abcdef0",
+            "i-0123456789abcdef0",
+        ] {
+            assert_eq!(aws.names_this_instance(theirs, &none), Ok(true), "{theirs}");
+        }
+        assert_eq!(
+            aws.names_this_instance("aws:///eu-west-1a/i-0fffffffffffffff0", &none),
+            Ok(false)
+        );
+        for unparsable in [
+            "aws:///a/b/i-0123456789abcdef0",
+            "gce://p/z/n",
+            "aws:///eu-west-1a/mi-1",
+        ] {
+            assert!(aws.names_this_instance(unparsable, &none).is_err(), "{unparsable}");
+        }
+        assert!(aws.finds_by_name("ip-10-0-1-25.eu-west-1.compute.internal"));
+        assert!(aws.finds_by_name("i-0123456789abcdef0"));
+        assert!(!aws.finds_by_name("ip-10-0-1-25"));
+
+        let gce = matching(
+            Provider::Gce,
+            Instance {
+                project: Some("my-project".into()),
+                zone: Some("europe-west1-b".into()),
+                name: Some("node-a".into()),
+                ..Instance::default()
+            },
+        );
+        assert_eq!(
+            gce.names_this_instance("gce://my-project/europe-west1-b/node-a", &none),
+            Ok(true)
+        );
+        assert_eq!(
+            gce.names_this_instance("gce://other/europe-west1-b/node-a", &none),
+            Ok(false)
+        );
+        assert!(gce.names_this_instance("gce://my-project/node-a", &none).is_err());
+        assert!(gce.finds_by_name("node-a.c.my-project.internal"));
+        assert!(!gce.finds_by_name("node-b"));
+
+        let azure = matching(
+            Provider::Azure,
+            Instance {
+                name: Some("Node-A".into()),
+                resource_id: Some(
+                    "/subscriptions/8D2A/resourceGroups/MyRG/providers/Microsoft.Compute/virtualMachines/Node-A".into(),
+                ),
+                ..Instance::default()
+            },
+        );
+        assert_eq!(
+            azure.names_this_instance(
+                "azure:///subscriptions/8d2a/resourceGroups/MYRG/providers/Microsoft.Compute/virtualMachines/node-a",
+                &none
+            ),
+            Ok(true)
+        );
+        assert_eq!(
+            azure.names_this_instance(
+                "azure:///subscriptions/8d2a/resourceGroups/myrg/providers/Microsoft.Compute/virtualMachines/node-b",
+                &none
+            ),
+            Ok(false)
+        );
+        assert!(azure.finds_by_name("node-a"));
+
+        let openstack = matching(
+            Provider::OpenStack,
+            Instance {
+                name: Some("Node-A".into()),
+                ..instance("83679162-1378-4288-a2d4-70e13ec132aa")
+            },
+        );
+        for theirs in [
+            "openstack:///83679162-1378-4288-a2d4-70e13ec132aa",
+            "openstack://RegionTwo/83679162-1378-4288-a2d4-70e13ec132aa",
+        ] {
+            assert_eq!(openstack.names_this_instance(theirs, &none), Ok(true), "{theirs}");
+        }
+        // The OpenStack CCM looks the server up by the node's name exactly:
+        // a server named with capitals is never found by a (lowercase) node name.
+        assert!(!openstack.finds_by_name("node-a"));
+
+        let hetzner = matching(
+            Provider::Hetzner,
+            Instance {
+                hostname: Some("node-a".into()),
+                ..instance("42424242")
+            },
+        );
+        assert_eq!(hetzner.names_this_instance("hcloud://42424242", &none), Ok(true));
+        assert!(hetzner.names_this_instance("hcloud://bm-42424242", &none).is_err());
+        let droplet = matching(
+            Provider::DigitalOcean,
+            Instance {
+                hostname: Some("node-a".into()),
+                ..instance("2756294")
+            },
+        );
+        assert_eq!(droplet.names_this_instance("digitalocean://2756295", &none), Ok(false));
+        assert_eq!(droplet.names(), ["node-a"]);
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{AddressKind, Instance, MetadataClient, MetadataError};
+use super::{AddressKind, Instance, MetadataClient, MetadataError, ProviderIdOptions};
 
 const META_DATA: &str = "openstack/latest/meta_data.json";
 const NETWORK_DATA: &str = "openstack/latest/network_data.json";
@@ -117,6 +117,7 @@ fn assemble<E>(
     let mut instance = Instance {
         instance_id: Some(meta.uuid),
         hostname: meta.hostname.clone().or(meta.name.clone()),
+        name: meta.name.clone(),
         ..Instance::default()
     };
     for address in network.networks.iter().filter_map(|n| n.ip_address.as_deref()) {
@@ -133,6 +134,43 @@ fn assemble<E>(
         instance.push(AddressKind::Hostname, hostname);
     }
     Ok(instance)
+}
+
+/// The OpenStack cloud controller manager (kubernetes/cloud-provider-openstack,
+/// `pkg/openstack/instances.go`): it writes `openstack:///UUID`, or
+/// `openstack://REGION/UUID` with `OS_CCM_REGIONAL=true`; parses a provider
+/// ID with `^openstack://([^/]*)/([^/]+)$` (the server's UUID, in the
+/// given region or its own); and finds a Node without one by the server's
+/// name, exactly (`mapNodeNameToServerName`).
+pub(super) struct Ccm;
+
+impl super::CcmRules for Ccm {
+    fn provider_id(&self, instance: &Instance, options: &ProviderIdOptions) -> Result<String, String> {
+        let uuid = super::provider_id_part("server UUID", instance.instance_id.as_deref())?;
+        let region = match options.openstack_region.as_deref() {
+            Some(region) => super::provider_id_part("region", Some(region))?,
+            None => "",
+        };
+        Ok(format!("openstack://{region}/{uuid}"))
+    }
+
+    fn key(&self, provider_id: &str) -> Result<String, String> {
+        let parts = provider_id
+            .strip_prefix("openstack://")
+            .and_then(|rest| rest.split_once('/'));
+        match parts {
+            Some((_region, uuid)) if !uuid.is_empty() && !uuid.contains('/') => Ok(uuid.to_owned()),
+            _ => Err("not openstack:///UUID or openstack://REGION/UUID (the CCM's providerIDRegexp refuses it)".into()),
+        }
+    }
+
+    fn finds_by_name(&self, node: &str, instance: &Instance) -> bool {
+        instance.name.as_deref() == Some(node)
+    }
+
+    fn names(&self, instance: &Instance) -> Vec<String> {
+        instance.name.iter().cloned().collect()
+    }
 }
 
 #[cfg(test)]
