@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use cloud_access::metadata::{Instance, Provider};
+use cloud_access::metadata::{Instance, InvalidProviderId, Provider, ProviderIdOptions};
 
 use crate::family::{Family, IpFamilyPolicy};
 use crate::filters::Filters;
@@ -24,6 +24,9 @@ pub struct Config {
     /// Accept metadata addresses that are not on a local interface.
     pub skip_local_check: bool,
     pub node_name_from: Option<NodeNameFrom>,
+    /// Write the cloud's provider ID in this form; `None` with
+    /// `--no-provider-id`.
+    pub provider_id: Option<ProviderIdOptions>,
 }
 
 /// Where `--hostname-override` comes from.
@@ -35,8 +38,9 @@ pub enum NodeNameFrom {
     InstanceId,
     /// The instance's name, which the cloud's controller manager looks the
     /// node up by: GCE's instance name, Azure's VM name (a scale set VM's
-    /// computer name), DigitalOcean's droplet name, Hetzner's server name
-    /// (needs --source gce, azure, digitalocean or hetzner).
+    /// computer name), OpenStack's server name, DigitalOcean's droplet name,
+    /// Hetzner's server name (needs --source gce, azure, openstack,
+    /// digitalocean or hetzner).
     InstanceName,
     /// EC2's PrivateDnsName, from DescribeInstances (needs --source aws and
     /// ec2:DescribeInstances; right also with a custom DHCP domain).
@@ -82,14 +86,15 @@ impl Observed {
     /// the node's name and keys scale set VMs by their computer name);
     /// DigitalOcean's droplet name and Hetzner's server name, which their
     /// metadata gives as `hostname` (their CCMs list droplets and servers by
+    /// the node's name); OpenStack's server name (its CCM gets the server by
     /// the node's name). AWS names nodes otherwise (EC2's private DNS name
-    /// or instance ID), and OpenStack's server name is not read.
+    /// or instance ID).
     fn instance_name(&self) -> Option<String> {
         let cloud = self.cloud.as_ref()?;
         match cloud.provider {
-            Provider::Gce | Provider::Azure => cloud.instance.name.clone(),
+            Provider::Gce | Provider::Azure | Provider::OpenStack => cloud.instance.name.clone(),
             Provider::DigitalOcean | Provider::Hetzner => cloud.instance.hostname.clone(),
-            Provider::Aws | Provider::OpenStack => None,
+            Provider::Aws => None,
         }
     }
 }
@@ -113,6 +118,10 @@ pub enum ChoiceError {
         what: String,
         invalid: cloud_access::metadata::InvalidNodeName,
     },
+    #[error(
+        "{0}: kubelet would get no --provider-id; fix the instance's metadata, or give --no-provider-id (for the unit: NODE_IP_HELPER_NO_PROVIDER_ID=true in /etc/default/node-ip-helper) and let the cloud controller manager find the node by its name"
+    )]
+    ProviderId(InvalidProviderId),
 }
 
 /// The choice: from the host's interfaces and routes with kubelet's rules
@@ -179,11 +188,24 @@ fn detection(config: &Config, observed: &Observed, chosen: Vec<ChosenAddress>) -
     Ok(Detection {
         node_ips: chosen.iter().map(|c| c.ip).collect(),
         hostname: node_name(config.node_name_from, observed)?,
+        provider_id: provider_id(config.provider_id.as_ref(), observed)?,
         source: observed.origin(),
         addresses: chosen,
         cloud_addresses: observed.instance().map(|i| i.addresses.clone()),
         metadata_services: observed.asked.clone(),
     })
+}
+
+/// The `--provider-id` value: the cloud's, in its CCM's form, for a cloud
+/// source unless refused; none for the host's own addresses (no cloud said
+/// which instance this is).
+fn provider_id(options: Option<&ProviderIdOptions>, observed: &Observed) -> Result<Option<String>, ChoiceError> {
+    let (Some(options), Some(cloud)) = (options, &observed.cloud) else {
+        return Ok(None);
+    };
+    cloud_access::metadata::provider_id(cloud.provider, &cloud.instance, options)
+        .map(Some)
+        .map_err(ChoiceError::ProviderId)
 }
 
 /// The `--hostname-override` value: trimmed and lowercased as kubelet does,
@@ -216,9 +238,13 @@ fn node_name(from: Option<NodeNameFrom>, observed: &Observed) -> Result<Option<S
         Some(NodeNameFrom::InstanceName) => (
             "instance-name",
             format!("the {} instance name", observed.origin()),
-            observed
-                .instance_name()
-                .ok_or_else(|| missing("instance-name", "instance name", "gce, azure, digitalocean or hetzner"))?,
+            observed.instance_name().ok_or_else(|| {
+                missing(
+                    "instance-name",
+                    "instance name",
+                    "gce, azure, openstack, digitalocean or hetzner",
+                )
+            })?,
         ),
         Some(NodeNameFrom::PrivateDns) => (
             "private-dns",
@@ -316,9 +342,9 @@ mod tests {
 
     /// The instance name comes from GCE's `instance/name` (not its FQDN
     /// hostname), Azure's VM or scale set computer name (the metadata
-    /// module's `name`), DigitalOcean's and Hetzner's `hostname`; the others, and
-    /// a local origin, have none the CCM names nodes after: an error naming
-    /// the flag and the source.
+    /// module's `name`), OpenStack's server name, DigitalOcean's and
+    /// Hetzner's `hostname`; AWS and a local origin have none the CCM names
+    /// nodes after: an error naming the flag and the source.
     #[test]
     fn the_instance_name_where_the_ccm_names_nodes_after_it() {
         let instance = Instance {
@@ -333,15 +359,11 @@ mod tests {
         assert_eq!(named(Provider::Azure).unwrap().as_deref(), Some("node-gce-7"));
         assert_eq!(named(Provider::DigitalOcean).unwrap().as_deref(), Some("node-a"));
         assert_eq!(named(Provider::Hetzner).unwrap().as_deref(), Some("node-a"));
-        for provider in [Provider::Aws, Provider::OpenStack] {
-            assert_eq!(
-                named(provider).unwrap_err().to_string(),
-                format!(
-                    "--node-name-from instance-name: the {} source has no instance name; use --source gce, azure, digitalocean or hetzner",
-                    provider.name()
-                )
-            );
-        }
+        assert_eq!(named(Provider::OpenStack).unwrap().as_deref(), Some("node-gce-7"));
+        assert_eq!(
+            named(Provider::Aws).unwrap_err().to_string(),
+            "--node-name-from instance-name: the aws source has no instance name; use --source gce, azure, openstack, digitalocean or hetzner"
+        );
         let local = node_name(from, &Observed::default()).unwrap_err().to_string();
         assert!(
             local.starts_with("--node-name-from instance-name: the local source has no instance name"),

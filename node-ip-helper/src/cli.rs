@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use cloud_access::metadata::ProviderIdOptions;
 use ipnet::IpNet;
 use suite_program::{LogArgs, LogEnv as _};
 
@@ -88,11 +89,38 @@ pub struct DetectArgs {
     pub ip_family: IpFamilyPolicy,
     #[command(flatten)]
     pub filters: FilterArgs,
+    #[command(flatten)]
+    pub identity: IdentityArgs,
+}
+
+/// The node's identity: the provider ID and, opted into, the node name.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Node identity")]
+pub struct IdentityArgs {
     /// Also pass --hostname-override, with the node name taken from here:
     /// trimmed and lowercased as kubelet does, and refused unless it is a
     /// valid node name (a DNS-1123 subdomain).
     #[arg(long, env = "NODE_IP_HELPER_NODE_NAME_FROM", value_enum)]
     pub node_name_from: Option<NodeNameFrom>,
+    /// Do not pass --provider-id. By default a cloud source passes the
+    /// instance's provider ID in the form its cloud controller manager
+    /// parses (aws:///ZONE/i-…, gce://PROJECT/ZONE/NAME, azure:///subscriptions/…,
+    /// openstack:///UUID, digitalocean://ID, hcloud://ID).
+    #[arg(long, env = "NODE_IP_HELPER_NO_PROVIDER_ID", value_parser = suite_program::boolish)]
+    pub no_provider_id: bool,
+    #[command(flatten)]
+    pub ccm: CcmArgs,
+}
+
+/// How the cloud controller manager is configured, where that changes the
+/// provider ID's form.
+#[derive(Debug, Args)]
+pub struct CcmArgs {
+    /// OpenStack: write the regional provider ID openstack://REGION/UUID,
+    /// for a cloud controller manager run with OS_CCM_REGIONAL=true (give
+    /// its region); openstack:///UUID otherwise.
+    #[arg(long, env = "NODE_IP_HELPER_OPENSTACK_REGION", value_parser = parse_region, value_name = "REGION")]
+    pub openstack_region: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -180,6 +208,8 @@ pub struct CheckCommand {
     pub source: Option<Source>,
     #[command(flatten)]
     pub metadata: MetadataArgs,
+    #[command(flatten)]
+    pub ccm: CcmArgs,
     /// Output format.
     #[arg(long, short, env = "NODE_IP_HELPER_CHECK_OUTPUT", value_enum, default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
@@ -192,8 +222,30 @@ impl DetectArgs {
             ip_family: self.ip_family,
             filters: self.filters.filters(),
             skip_local_check: self.metadata.skip_local_check,
-            node_name_from: self.node_name_from,
+            node_name_from: self.identity.node_name_from,
+            provider_id: (!self.identity.no_provider_id).then(|| self.identity.ccm.provider_id_options()),
         }
+    }
+}
+
+impl CcmArgs {
+    pub fn provider_id_options(&self) -> ProviderIdOptions {
+        ProviderIdOptions {
+            openstack_region: self.openstack_region.clone(),
+        }
+    }
+}
+
+/// An OpenStack region's name (Keystone's region IDs): something that can
+/// stand between `openstack://` and `/UUID` on kubelet's command line.
+fn parse_region(text: &str) -> Result<String, String> {
+    let bad = cloud_access::metadata::unsafe_in_a_flag(text).or(text.contains('/').then_some('/'));
+    match bad {
+        _ if text.is_empty() => Err("give the region's name, e.g. RegionOne".into()),
+        Some(c) => Err(format!(
+            "{text:?} holds {c:?}: a region's name has no whitespace, quotes, '/' or '$'"
+        )),
+        None => Ok(text.to_owned()),
     }
 }
 
@@ -255,5 +307,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("--interface"), "{err}");
+        let err = Cli::try_parse_from(["node-ip-helper", "detect", "--openstack-region", "a b"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--openstack-region") && err.contains("holds ' '"), "{err}");
     }
 }

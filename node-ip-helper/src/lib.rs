@@ -22,6 +22,7 @@ pub mod envfile;
 pub mod family;
 pub mod filters;
 pub mod host;
+pub mod identity;
 pub mod kubeconfig;
 pub mod live;
 pub mod observe;
@@ -165,11 +166,21 @@ pub async fn detect(args: &DetectArgs) -> Result<Detection, Error> {
 }
 
 async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
-    let cloud = match (&command.cloud_addresses, command.source) {
+    let (cloud, identity) = match (&command.cloud_addresses, command.source) {
         (Some(_), Some(_)) => return Err(Error::Usage("give --cloud-addresses or --source, not both".into())),
-        (Some(path), None) => Some(observe::read_cloud_addresses(path)?),
-        (None, Some(source)) => Some(observe::cloud_addresses(source, &command.metadata).await?),
-        (None, None) => None,
+        (Some(path), None) => (Some(observe::read_cloud_addresses(path)?), None),
+        (None, Some(source)) => {
+            let view = observe::cloud_for_check(source, &command.metadata).await?;
+            let identity = identity::Identity {
+                matching: cloud_access::metadata::CcmMatching {
+                    provider: view.provider,
+                    instance: view.instance.clone(),
+                },
+                options: command.ccm.provider_id_options(),
+            };
+            (Some(observe::node_addresses(&view.instance)), Some(identity))
+        }
+        (None, None) => (None, None),
     };
     match (&command.node_ip, &command.node) {
         (Some(node_ip), _) => {
@@ -190,7 +201,7 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
                 node: name,
                 kubeconfig: command.kubeconfig.as_deref(),
             };
-            let diagnosis = live::diagnose(&facts, cloud.as_deref(), &asked);
+            let diagnosis = live::diagnose(&facts, cloud.as_deref(), identity.as_ref(), &asked);
             print(&output::node(&facts, &diagnosis, command.output))?;
             Ok(if diagnosis.is_stuck() {
                 verdict_no()

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
 use crate::ccm::{self, NodeAddress, NodeIpError};
+use crate::identity::Identity;
 use crate::output::shell_word;
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -87,10 +88,33 @@ impl Asked<'_> {
     }
 }
 
-/// The diagnosis of a node, given the cloud's addresses when known. Every
-/// command a fix names runs as written on the node (tests/as_shipped.rs
-/// runs each).
-pub fn diagnose(facts: &NodeFacts, cloud: Option<&[NodeAddress]>, asked: &Asked) -> Diagnosis {
+/// The diagnosis of a node, given the cloud's addresses and this
+/// instance's identity when known. A Node the cloud controller manager
+/// will not find this instance for comes first: its addresses are then
+/// not this instance's. Every command a fix names runs as written on the
+/// node (tests/as_shipped.rs runs each).
+pub fn diagnose(
+    facts: &NodeFacts,
+    cloud: Option<&[NodeAddress]>,
+    identity: Option<&Identity>,
+    asked: &Asked,
+) -> Diagnosis {
+    if let Some(mismatch) = identity.and_then(|identity| identity.mismatch(facts)) {
+        return if facts.uninitialized {
+            Diagnosis::Stuck {
+                reason: mismatch.reason,
+                fix: mismatch.fix,
+            }
+        } else {
+            Diagnosis::Initialized {
+                addresses: facts.addresses.clone(),
+                warning: Some(format!(
+                    "this is not the instance the Node was initialized for: {}",
+                    mismatch.reason
+                )),
+            }
+        };
+    }
     let annotation = facts.provided_node_ip.as_deref();
     if !facts.uninitialized {
         // The CCM's periodic address update applies the same filter and
@@ -225,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_node_ip_outside_the_clouds_list_is_the_reason() {
-        let diagnosis = diagnose(&facts(&registered(Some("192.168.56.10"))), Some(&cloud()), &ASKED);
+        let diagnosis = diagnose(&facts(&registered(Some("192.168.56.10"))), Some(&cloud()), None, &ASKED);
         match diagnosis {
             Diagnosis::Stuck { reason, fix } => {
                 assert!(
@@ -246,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_matching_ip_points_elsewhere() {
-        let diagnosis = diagnose(&facts(&registered(Some("10.0.1.25"))), Some(&cloud()), &ASKED);
+        let diagnosis = diagnose(&facts(&registered(Some("10.0.1.25"))), Some(&cloud()), None, &ASKED);
         match diagnosis {
             Diagnosis::Stuck { reason, fix } => {
                 assert!(reason.contains("the node IP is not the problem") && reason.contains("providerID is empty"));
@@ -263,18 +287,18 @@ mod tests {
             kubeconfig: Some(Path::new("/root/kube config")),
         };
         assert!(
-            matches!(diagnose(&facts(&registered(Some("10.0.1.25"))), None, &asked), Diagnosis::Stuck { fix, .. }
+            matches!(diagnose(&facts(&registered(Some("10.0.1.25"))), None, None, &asked), Diagnosis::Stuck { fix, .. }
                 if fix == "run `node-ip-helper check --node node-a --kubeconfig '/root/kube config' --source auto` on the node (or give --cloud-addresses FILE)")
         );
         assert!(
-            matches!(diagnose(&facts(&registered(Some("10.0.1.25, fd00::1"))), None, &ASKED), Diagnosis::Stuck { reason, .. } if reason.contains("is invalid"))
+            matches!(diagnose(&facts(&registered(Some("10.0.1.25, fd00::1"))), None, None, &ASKED), Diagnosis::Stuck { reason, .. } if reason.contains("is invalid"))
         );
     }
 
     #[test]
     fn a_cloud_without_addresses_is_the_reason_whatever_kubelet_announced() {
         for annotation in [None, Some("10.0.1.25"), Some("10.0.1.25, fd00::1")] {
-            match diagnose(&facts(&registered(annotation)), Some(&[]), &ASKED) {
+            match diagnose(&facts(&registered(annotation)), Some(&[]), None, &ASKED) {
                 Diagnosis::Stuck { reason, fix } => {
                     assert_eq!(
                         reason, "the cloud reports no addresses for this instance",
@@ -291,10 +315,10 @@ mod tests {
     fn initialized_nodes_and_stale_address_warnings() {
         let mut initialized = registered(Some("192.168.56.10"));
         initialized.spec.as_mut().unwrap().taints = None;
-        match diagnose(&facts(&initialized), Some(&cloud()), &ASKED) {
+        match diagnose(&facts(&initialized), Some(&cloud()), None, &ASKED) {
             Diagnosis::Initialized { warning: Some(w), .. } => assert!(w.contains("go stale"), "{w}"),
             other => panic!("{other:?}"),
         }
-        assert!(!diagnose(&facts(&initialized), None, &ASKED).is_stuck());
+        assert!(!diagnose(&facts(&initialized), None, None, &ASKED).is_stuck());
     }
 }

@@ -22,7 +22,7 @@ pub async fn observe(args: &DetectArgs) -> Result<Observed, Error> {
     let metadata = &args.metadata;
     let (cloud, asked) = cloud(args.source, metadata, args.ip_family).await?;
     let cloud = match cloud {
-        Some(CloudView { provider, instance }) if args.node_name_from == Some(NodeNameFrom::PrivateDns) => {
+        Some(CloudView { provider, instance }) if args.identity.node_name_from == Some(NodeNameFrom::PrivateDns) => {
             let instance = match provider {
                 Provider::Aws => with_ec2_private_dns(instance, metadata.metadata_timeout).await?,
                 _ => instance,
@@ -31,7 +31,7 @@ pub async fn observe(args: &DetectArgs) -> Result<Observed, Error> {
         }
         cloud => cloud,
     };
-    let kernel_hostname = match args.node_name_from {
+    let kernel_hostname = match args.identity.node_name_from {
         Some(NodeNameFrom::Hostname) => {
             let name = std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(Error::Hostname)?;
             Some(name.trim().to_owned())
@@ -175,9 +175,9 @@ async fn with_ec2_private_dns(mut instance: Instance, timeout: Duration) -> Resu
     Ok(instance)
 }
 
-/// The cloud's addresses for `check`, from a metadata source: a local
-/// source has none, and `auto` needs a metadata service that answers.
-pub async fn cloud_addresses(source: Source, metadata: &MetadataArgs) -> Result<Vec<NodeAddress>, Error> {
+/// `check --source`: the instance as the chosen metadata source describes
+/// it (for its addresses and its identity).
+pub async fn cloud_for_check(source: Source, metadata: &MetadataArgs) -> Result<CloudView, Error> {
     if source == Source::Local {
         return Err(Error::Usage(
             "--source local has no cloud addresses: give a cloud's name, auto, or --cloud-addresses FILE".into(),
@@ -185,13 +185,16 @@ pub async fn cloud_addresses(source: Source, metadata: &MetadataArgs) -> Result<
     }
     // The family policy only picks AWS's IPv6 endpoint; IPv4 is the default.
     let (cloud, asked) = cloud(source, metadata, IpFamilyPolicy::Ipv4).await?;
-    let cloud = cloud.ok_or_else(|| Error::NoMetadataAnswered(crate::source::asked_summary(&asked)))?;
-    Ok(cloud
-        .instance
+    cloud.ok_or_else(|| Error::NoMetadataAnswered(crate::source::asked_summary(&asked)))
+}
+
+/// The instance's addresses as Node addresses, in the cloud's order.
+pub fn node_addresses(instance: &cloud_access::metadata::Instance) -> Vec<NodeAddress> {
+    instance
         .addresses
         .iter()
         .map(|a| NodeAddress::new(&a.kind.to_string(), &a.address))
-        .collect())
+        .collect()
 }
 
 /// A node's addresses take a few hundred bytes; a bigger file is the wrong one.

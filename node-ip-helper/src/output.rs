@@ -21,6 +21,10 @@ pub struct Detection {
     /// The node name to pass as `--hostname-override`, when one was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// The cloud's provider ID for `--provider-id`, in the form its cloud
+    /// controller manager parses; none for the local source.
+    #[serde(rename = "providerID", skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
     /// `local`, or the cloud whose metadata service gave the addresses.
     pub source: Origin,
     pub addresses: Vec<ChosenAddress>,
@@ -39,7 +43,7 @@ pub enum OutputFormat {
     /// `{"nodeIPs": [...], "hostname": ..., "source": ..., "addresses": [...]}`,
     /// with `metadataServices` (who was asked, what each answered) for auto.
     Json,
-    /// kubelet flags: `--node-ip=A[,B] [--hostname-override=NAME]`.
+    /// kubelet flags: `--node-ip=A[,B] [--provider-id=ID] [--hostname-override=NAME]`.
     Flags,
     /// Shell and systemd `EnvironmentFile` assignments.
     Env,
@@ -49,6 +53,10 @@ pub enum OutputFormat {
 pub const ENV_NODE_IP: &str = "NODE_IP_HELPER_NODE_IP";
 pub const ENV_NODE_IPS: &str = "NODE_IP_HELPER_NODE_IPS";
 pub const ENV_HOSTNAME: &str = "NODE_IP_HELPER_HOSTNAME_OVERRIDE";
+pub const ENV_PROVIDER_ID: &str = "NODE_IP_HELPER_PROVIDER_ID";
+/// `--provider-id=ID`, or empty: the drop-in expands it unbraced, so that
+/// an empty value passes no argument at all.
+pub const ENV_PROVIDER_ID_ARG: &str = "NODE_IP_HELPER_PROVIDER_ID_ARG";
 pub const ENV_KUBELET_ARGS: &str = "NODE_IP_HELPER_KUBELET_ARGS";
 
 impl Detection {
@@ -62,10 +70,17 @@ impl Detection {
 
     pub fn kubelet_flags(&self) -> String {
         let mut flags = format!("--node-ip={}", self.node_ip_flag_value());
+        if let Some(flag) = self.provider_id_flag() {
+            flags.push_str(&format!(" {flag}"));
+        }
         if let Some(name) = &self.hostname {
             flags.push_str(&format!(" --hostname-override={name}"));
         }
         flags
+    }
+
+    fn provider_id_flag(&self) -> Option<String> {
+        self.provider_id.as_ref().map(|id| format!("--provider-id={id}"))
     }
 
     /// Why `auto` chose from the host's own state, as one line (without the
@@ -102,6 +117,13 @@ impl Detection {
         if let Some(name) = &self.hostname {
             lines.push(format!("{ENV_HOSTNAME}={}", quote(name)));
         }
+        if let Some(id) = &self.provider_id {
+            lines.push(format!("{ENV_PROVIDER_ID}={}", quote(id)));
+        }
+        lines.push(format!(
+            "{ENV_PROVIDER_ID_ARG}={}",
+            quote(&self.provider_id_flag().unwrap_or_default())
+        ));
         lines.push(format!("{ENV_KUBELET_ARGS}={}", quote(&self.kubelet_flags())));
         lines.join("\n") + "\n"
     }
@@ -222,6 +244,7 @@ mod tests {
         Detection {
             node_ips: vec!["10.0.0.5".parse().unwrap(), "fd00::5".parse().unwrap()],
             hostname: hostname.map(str::to_owned),
+            provider_id: None,
             source: Origin::Local,
             cloud_addresses: None,
             metadata_services: Vec::new(),
@@ -257,6 +280,35 @@ mod tests {
         assert_eq!(shell_word("$(reboot)"), "'$(reboot)'");
         assert_eq!(shell_word("it's"), r"'it'\''s'");
         assert_eq!(shell_word(""), "''");
+    }
+
+    /// The provider ID goes before the node name on the flags, into its own
+    /// variable, and as a whole argument into `…_PROVIDER_ID_ARG`, which is
+    /// empty (no argument for the drop-in) without one.
+    #[test]
+    fn the_provider_id_as_a_flag_and_in_the_env_file() {
+        let env = detection(None).render(OutputFormat::Env);
+        assert!(env.contains("\nNODE_IP_HELPER_PROVIDER_ID_ARG=''\n"), "{env}");
+        assert!(!env.contains("NODE_IP_HELPER_PROVIDER_ID="), "{env}");
+        let with_id = Detection {
+            provider_id: Some("aws:///eu-west-1a/i-0123456789abcdef0".into()),
+            ..detection(Some("node-a"))
+        };
+        assert_eq!(
+            with_id.render(OutputFormat::Flags),
+            "--node-ip=10.0.0.5,fd00::5 --provider-id=aws:///eu-west-1a/i-0123456789abcdef0 --hostname-override=node-a\n"
+        );
+        let env = with_id.render(OutputFormat::Env);
+        assert!(
+            env.contains("\nNODE_IP_HELPER_PROVIDER_ID='aws:///eu-west-1a/i-0123456789abcdef0'\n"),
+            "{env}"
+        );
+        assert!(
+            env.contains("\nNODE_IP_HELPER_PROVIDER_ID_ARG='--provider-id=aws:///eu-west-1a/i-0123456789abcdef0'\n"),
+            "{env}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&with_id.render(OutputFormat::Json)).unwrap();
+        assert_eq!(json["providerID"], "aws:///eu-west-1a/i-0123456789abcdef0");
     }
 
     #[test]

@@ -349,7 +349,14 @@ fn every_fix_line_runs_as_printed() {
     let no_addresses = no_addresses.to_str().expect("UTF-8 path");
 
     let auto: &[&str] = &["--source", "auto"];
-    let cases: [(&str, Value, &[&str]); 6] = [
+    let with_provider_id = |id: &str| {
+        let mut node = registered(Some(CLOUD_IP));
+        node["spec"]["providerID"] = id.into();
+        node
+    };
+    let mut renamed = registered(Some(CLOUD_IP));
+    renamed["metadata"]["name"] = "worker-1".into();
+    let cases: [(&str, Value, &[&str]); 9] = [
         ("an IP the cloud does not list", registered(Some(LOCAL_IP)), auto),
         ("the cloud's IP", registered(Some(CLOUD_IP)), auto),
         ("no cloud addresses given", registered(Some(LOCAL_IP)), &[]),
@@ -360,17 +367,31 @@ fn every_fix_line_runs_as_printed() {
             &["--cloud-addresses", no_addresses],
         ),
         ("no annotation", registered(None), auto),
+        // The identity: gce.json is node-a in europe-west1-b of my-project.
+        (
+            "another instance's provider ID",
+            with_provider_id("gce://my-project/europe-west1-c/node-a"),
+            auto,
+        ),
+        (
+            "a provider ID the CCM cannot parse",
+            with_provider_id("gce:///node-a"),
+            auto,
+        ),
+        ("a name the cloud does not know", renamed, auto),
     ];
     let mut fixes = std::collections::BTreeSet::new();
     let mut ran = Vec::new();
+    let mut kubectl = Vec::new();
     for (case, served, extra) in cases {
         let api = ApiServer::start(&node, &served, dir.path());
         api.kubeconfig(&kubeconfig);
+        let name = served["metadata"]["name"].as_str().expect("a name");
         let mut argv = vec![
             "node-ip-helper",
             "check",
             "--node",
-            NODE,
+            name,
             "--kubeconfig",
             kubeconfig_arg,
         ];
@@ -388,6 +409,12 @@ fn every_fix_line_runs_as_printed() {
                 if command == "systemctl restart node-ip-helper kubelet" {
                     // No systemd here: the unit it restarts runs as the
                     // shipped-unit tests above (and units.rs) show.
+                    continue;
+                }
+                if command.starts_with("kubectl ") {
+                    // Changes to the Node need a real API server: the
+                    // cluster tier's node_ip_helper_real.rs runs them.
+                    kubectl.push(command);
                     continue;
                 }
                 assert!(
@@ -420,9 +447,20 @@ fn every_fix_line_runs_as_printed() {
             && ran.iter().any(|c| c.starts_with("node-ip-helper detect ")),
         "{ran:?}"
     );
-    // Every FIX the diagnosis can give was met (stuck_elsewhere's twice).
+    // Every FIX the diagnosis can give was met (stuck_elsewhere's twice),
+    // and the identity's two with this instance's provider ID known.
     let live = include_str!("../src/live.rs");
     let code = live.split("#[cfg(test)]").next().expect("code");
-    let sites = code.matches("fix: ").count() - code.matches("fix: String").count();
-    assert_eq!(fixes.len(), sites, "{fixes:#?}");
+    let sites =
+        code.matches("fix: ").count() - code.matches("fix: String").count() - code.matches("fix: mismatch.fix").count();
+    assert_eq!(fixes.len(), sites + 2, "{fixes:#?}");
+    assert_eq!(
+        kubectl,
+        [
+            "kubectl delete node node-a",
+            "kubectl delete node node-a",
+            r#"kubectl patch node worker-1 --type merge -p '{"spec":{"providerID":"gce://my-project/europe-west1-b/node-a"}}'"#,
+        ],
+        "{fixes:#?}"
+    );
 }

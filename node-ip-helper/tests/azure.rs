@@ -195,7 +195,8 @@ fn the_node_ip_for_each_family() {
         ("dual", format!("--node-ip={V4},{V6}\n")),
         ("dual-ipv6-primary", format!("--node-ip={V6},{V4}\n")),
     ] {
-        let got = flags(&ns, &server, "azure", &["--ip-family", family]).unwrap_or_else(|e| panic!("{family}: {e}"));
+        let got = flags(&ns, &server, "azure", &["--ip-family", family, "--no-provider-id"])
+            .unwrap_or_else(|e| panic!("{family}: {e}"));
         assert_eq!(got, want, "{family}");
     }
     let out = run(
@@ -413,14 +414,17 @@ fn node_name_from_the_instance_name() {
     let ns = azure_host();
     let server = ns.fake_metadata(MULTI_NIC);
     let named = |server: &Server| flags(&ns, server, "azure", &["--node-name-from", "instance-name"]);
+    // The provider ID as the CCM's getLocalInstanceProviderID writes it:
+    // subscription and resource group lowercased, the VM's name kept.
+    let standalone = "--provider-id=azure:///subscriptions/8d2a9c7e-0000-4c1e-9c5b-1f2e3d4c5b6a/resourceGroups/rg-cluster/providers/Microsoft.Compute/virtualMachines/AKS-Node-VM";
     assert_eq!(
         named(&server).unwrap(),
-        format!("--node-ip={V4} --hostname-override=aks-node-vm\n")
+        format!("--node-ip={V4} {standalone} --hostname-override=aks-node-vm\n")
     );
     // `auto` finds Azure and takes its instance name too.
     assert_eq!(
         flags(&ns, &server, "auto", &["--node-name-from", "instance-name"]).unwrap(),
-        format!("--node-ip={V4} --hostname-override=aks-node-vm\n")
+        format!("--node-ip={V4} {standalone} --hostname-override=aks-node-vm\n")
     );
     drop(server);
 
@@ -430,11 +434,14 @@ fn node_name_from_the_instance_name() {
         compute["vmScaleSetName"] = "aks-pool".into();
         compute["name"] = "aks-pool_3".into();
         compute["osProfile"]["computerName"] = "AKS-Pool000003".into();
+        compute["resourceId"] = "/subscriptions/8D2A9C7E-0000-4C1E-9C5B-1F2E3D4C5B6A/resourceGroups/MC_Cluster/providers/Microsoft.Compute/virtualMachineScaleSets/aks-pool/virtualMachines/3".into();
     };
     let server = edited(&ns, &dir, MULTI_NIC, vmss);
     assert_eq!(
         named(&server).unwrap(),
-        format!("--node-ip={V4} --hostname-override=aks-pool000003\n")
+        format!(
+            "--node-ip={V4} --provider-id=azure:///subscriptions/8d2a9c7e-0000-4c1e-9c5b-1f2e3d4c5b6a/resourceGroups/mc_cluster/providers/Microsoft.Compute/virtualMachineScaleSets/aks-pool/virtualMachines/3 --hostname-override=aks-pool000003\n"
+        )
     );
     let json = detect(&ns, &server, &[]).unwrap();
     assert_eq!(cloud_addresses(&json)[0], "Hostname aks-pool000003");

@@ -95,10 +95,46 @@ fn the_active_line_leaves_the_node_name_alone() {
         .collect();
     assert_eq!(active.len(), 1, "{active:?}");
     assert!(
-        active[0].ends_with("--node-ip=${NODE_IP_HELPER_NODE_IPS}"),
+        active[0].ends_with("--node-ip=${NODE_IP_HELPER_NODE_IPS} $NODE_IP_HELPER_PROVIDER_ID_ARG"),
         "{}",
         active[0]
     );
+}
+
+/// The provider ID reaches kubelet as exactly one `--provider-id=ID`
+/// argument, from the env file node-ip-helper writes, on both lines; and as
+/// none at all when there is none (no empty `--provider-id=`, which kubelet
+/// would take as "no ID" but which would also hide a kubeadm one).
+#[test]
+fn the_provider_id_is_one_argument_or_none() {
+    use node_ip_helper::output::{Detection, OutputFormat};
+    use node_ip_helper::source::Origin;
+    let unit = drop_in();
+    let commands = exec_starts(&unit);
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    let written = |provider_id: Option<&str>| Detection {
+        node_ips: vec!["10.0.0.5".parse().unwrap()],
+        hostname: Some("node-a".into()),
+        provider_id: provider_id.map(str::to_owned),
+        source: Origin::Local,
+        addresses: Vec::new(),
+        cloud_addresses: None,
+        metadata_services: Vec::new(),
+    };
+    for command in &commands {
+        let id = "azure:///subscriptions/8d2a/resourceGroups/myrg/providers/Microsoft.Compute/virtualMachines/Node-A";
+        let env = environment_file(&written(Some(id)).render(OutputFormat::Env));
+        let argv = expand(command, &env);
+        let flags: Vec<&String> = argv.iter().filter(|a| a.starts_with("--provider-id")).collect();
+        assert_eq!(flags, [&format!("--provider-id={id}")], "{command}: {argv:?}");
+        let env = environment_file(&written(None).render(OutputFormat::Env));
+        let argv = expand(command, &env);
+        assert!(
+            !argv.iter().any(|a| a.contains("provider-id") || a.is_empty()),
+            "{command}: {argv:?}"
+        );
+        assert!(argv.contains(&"--node-ip=10.0.0.5".to_owned()), "{argv:?}");
+    }
 }
 
 #[test]

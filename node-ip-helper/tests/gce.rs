@@ -162,7 +162,8 @@ fn the_node_ip_for_each_family() {
         ("dual", format!("--node-ip={NIC0_V4},{NIC0_V6}\n")),
         ("dual-ipv6-primary", format!("--node-ip={NIC0_V6},{NIC0_V4}\n")),
     ] {
-        let got = flags(&ns, &server, "gce", &["--ip-family", family]).unwrap_or_else(|e| panic!("{family}: {e}"));
+        let got = flags(&ns, &server, "gce", &["--ip-family", family, "--no-provider-id"])
+            .unwrap_or_else(|e| panic!("{family}: {e}"));
         assert_eq!(got, want, "{family}");
     }
     let out = run(
@@ -249,12 +250,16 @@ fn node_name_from_the_instance_name() {
     let server = ns.fake_metadata(SCENARIO);
     assert_eq!(
         flags(&ns, &server, "gce", &["--node-name-from", "instance-name"]).unwrap(),
-        format!("--node-ip={NIC0_V4} --hostname-override=node-gce-7\n")
+        format!(
+            "--node-ip={NIC0_V4} --provider-id=gce://my-project/us-central1-b/node-gce-7 --hostname-override=node-gce-7\n"
+        )
     );
     // `auto` finds GCE and takes its instance name too.
     assert_eq!(
         flags(&ns, &server, "auto", &["--node-name-from", "instance-name"]).unwrap(),
-        format!("--node-ip={NIC0_V4} --hostname-override=node-gce-7\n")
+        format!(
+            "--node-ip={NIC0_V4} --provider-id=gce://my-project/us-central1-b/node-gce-7 --hostname-override=node-gce-7\n"
+        )
     );
     let json = detect(&ns, &server, &["--node-name-from", "instance-name"]).unwrap();
     assert_eq!(json["hostname"], "node-gce-7");
@@ -285,15 +290,19 @@ fn node_name_from_the_instance_name() {
 }
 
 /// Elsewhere: DigitalOcean's droplet name and Hetzner's server name (their
-/// metadata's `hostname`), which their CCMs look nodes up by (Azure's in
-/// tests/azure.rs); the sources
+/// metadata's `hostname`) and OpenStack's server name, which their CCMs
+/// look nodes up by (Azure's in tests/azure.rs); the sources
 /// without such a name say so, naming the flag and the source.
 #[test]
 fn instance_names_of_the_other_sources() {
     let ns = Netns::new();
     ns.nic("eth0");
     ns.ip("addr add 10.0.0.5/24 dev eth0");
-    for (source, scenario) in [("digitalocean", "digitalocean.json"), ("hetzner", "hetzner.json")] {
+    for (source, scenario) in [
+        ("digitalocean", "digitalocean.json"),
+        ("hetzner", "hetzner.json"),
+        ("openstack", "openstack.json"),
+    ] {
         let server = ns.fake_metadata(scenario);
         let got = flags(
             &ns,
@@ -304,22 +313,21 @@ fn instance_names_of_the_other_sources() {
         .unwrap_or_else(|e| panic!("{source}: {e}"));
         assert!(got.ends_with(" --hostname-override=node-a\n"), "{source}: {got}");
     }
-    for (source, scenario) in [("aws", "aws-multi-eni.json"), ("openstack", "openstack.json")] {
-        let server = ns.fake_metadata(scenario);
-        let err = flags(
-            &ns,
-            &server,
-            source,
-            &["--node-name-from", "instance-name", "--skip-local-check"],
-        )
-        .unwrap_err();
-        assert!(
-            err.contains(&format!(
-                "--node-name-from instance-name: the {source} source has no instance name; use --source gce, azure, digitalocean or hetzner"
-            )),
-            "{source}: {err}"
-        );
-    }
+    // AWS names nodes by private DNS name or instance ID instead.
+    let server = ns.fake_metadata("aws-multi-eni.json");
+    let err = flags(
+        &ns,
+        &server,
+        "aws",
+        &["--node-name-from", "instance-name", "--skip-local-check"],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains(
+            "--node-name-from instance-name: the aws source has no instance name; use --source gce, azure, openstack, digitalocean or hetzner"
+        ),
+        "{err}"
+    );
     let out = ns.helper(&["detect", "--node-name-from", "instance-name"]);
     assert_eq!(out.status, 1);
     assert!(

@@ -54,6 +54,10 @@ fn aws_takes_the_primary_eni_address_in_the_ccms_order() {
     .unwrap();
     assert_eq!(ips(&dual), ["10.0.1.25", "2a05:d018::1"]);
     assert_eq!(dual["hostname"], "i-0123456789abcdef0");
+    // The AWS CCM's form, from placement/availability-zone and instance-id.
+    assert_eq!(json["providerID"], "aws:///eu-west-1a/i-0123456789abcdef0");
+    let none = detect(&ns, &server, "aws", &["--no-provider-id"]).unwrap();
+    assert!(none.get("providerID").is_none(), "{none}");
 }
 
 #[test]
@@ -163,39 +167,46 @@ fn gce_azure_openstack_digitalocean_hetzner() {
     ] {
         ns.ip(&format!("addr add {address} dev eth0 nodad"));
     }
-    let cases: [(&str, &str, &[&str], &str); 5] = [
+    // Each with the provider ID its CCM writes (cloud/src/metadata cites
+    // each CCM's code).
+    let cases: [(&str, &str, &[&str], &str, &str); 5] = [
         (
             "gce",
             "gce.json",
             &["10.132.0.7", "2600:1900:4000::7"],
             "InternalDNS node-a.europe-west1-b.c.my-project.internal",
+            "gce://my-project/europe-west1-b/node-a",
         ),
         (
             "azure",
             "azure.json",
             &["10.240.0.4", "fd00:db8::4"],
             "ExternalIP 20.50.1.2",
+            "azure:///subscriptions/8d2a9c7e-0000-4c1e-9c5b-1f2e3d4c5b6a/resourceGroups/myclusterrg/providers/Microsoft.Compute/virtualMachines/Node-A",
         ),
         (
             "openstack",
             "openstack.json",
             &["192.168.10.5", "fd10::5"],
             "ExternalIP 172.24.4.50",
+            "openstack:///83679162-1378-4288-a2d4-70e13ec132aa",
         ),
         (
             "digitalocean",
             "digitalocean.json",
             &["10.110.0.2", "2a03:b0c0:2:d0::abc:1001"],
             "ExternalIP 188.166.1.2",
+            "digitalocean://2756294",
         ),
         (
             "hetzner",
             "hetzner.json",
             &["10.0.0.2", "2a01:4f8:c17:1234::1"],
             "ExternalIP 49.12.1.2",
+            "hcloud://42424242",
         ),
     ];
-    for (source, scenario, want, listed) in cases {
+    for (source, scenario, want, listed, provider_id) in cases {
         let server = ns.fake_metadata(scenario);
         let extra: &[&str] = if source == "openstack" {
             &["--skip-local-check"]
@@ -213,7 +224,44 @@ fn gce_azure_openstack_digitalocean_hetzner() {
         );
         let single = detect(&ns, &server, source, extra).unwrap();
         assert_eq!(ips(&single), want[..1], "{source}");
+        assert_eq!(json["providerID"], provider_id, "{source}");
+        let mut flags = vec!["--output", "flags"];
+        flags.extend(extra);
+        let out = ns.helper(
+            &[
+                &["detect", "--source", source, "--metadata-endpoint", &endpoint(&server)],
+                &flags[..],
+            ]
+            .concat(),
+        );
+        assert_eq!(
+            out.stdout,
+            format!("--node-ip={} --provider-id={provider_id}\n", want[0]),
+            "{source}: {}",
+            out.stderr
+        );
     }
+    // The OpenStack CCM's regional form, for one run with OS_CCM_REGIONAL=true.
+    let openstack = ns.fake_metadata("openstack.json");
+    let regional = detect(
+        &ns,
+        &openstack,
+        "openstack",
+        &["--skip-local-check", "--openstack-region", "RegionOne"],
+    )
+    .unwrap();
+    assert_eq!(
+        regional["providerID"],
+        "openstack://RegionOne/83679162-1378-4288-a2d4-70e13ec132aa"
+    );
+    let out = ns.helper(&["detect", "--source", "openstack", "--openstack-region", "Region One"]);
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--openstack-region") && out.stderr.contains("holds ' '"),
+        "{}",
+        out.stderr
+    );
     // Azure's controller manager reads the first interface's first IP
     // configuration of each family only, hostname first (tests/azure.rs).
     let azure = ns.fake_metadata("azure.json");
@@ -228,6 +276,60 @@ fn gce_azure_openstack_digitalocean_hetzner() {
         ]
     );
     assert_eq!(json["hostname"], "02aab8a4-74ef-476e-8182-f6d2ba4166a6");
+}
+
+/// A provider ID from metadata that could leave kubelet's flag is refused
+/// in one line naming the way out, and no env file is written.
+#[test]
+fn a_hostile_provider_id_is_refused() {
+    let ns = Netns::new();
+    ns.nic("eth0");
+    ns.ip("addr add 192.168.10.5/24 dev eth0");
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = dir.path().join("openstack.json");
+    let fixture =
+        std::fs::read_to_string(common::workspace_root().join("tests/data/node-ip-helper/metadata/openstack.json"))
+            .unwrap();
+    std::fs::write(
+        &hostile,
+        fixture.replace(
+            "83679162-1378-4288-a2d4-70e13ec132aa",
+            "x --authorization-mode=AlwaysAllow --v=10",
+        ),
+    )
+    .unwrap();
+    let server = ns.fake_metadata_from(&hostile);
+    let env_file = dir.path().join("kubelet.env");
+    let url = endpoint(&server);
+    let out = ns.helper(&[
+        "write",
+        "--source",
+        "openstack",
+        "--metadata-endpoint",
+        &url,
+        "--env-file",
+        env_file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status, 1, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "node-ip-helper: no openstack provider ID: the server UUID \"x --authorization-mode=AlwaysAllow --v=10\" holds ' ': kubelet would get no --provider-id; fix the instance's metadata, or give --no-provider-id (for the unit: NODE_IP_HELPER_NO_PROVIDER_ID=true in /etc/default/node-ip-helper) and let the cloud controller manager find the node by its name"
+    );
+    assert!(!env_file.exists(), "nothing written");
+    let out = ns.helper_env(
+        &[("NODE_IP_HELPER_NO_PROVIDER_ID", "true")],
+        &[
+            "detect",
+            "--source",
+            "openstack",
+            "--metadata-endpoint",
+            &url,
+            "--output",
+            "flags",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "--node-ip=192.168.10.5\n");
 }
 
 #[test]

@@ -44,6 +44,7 @@ async fn private_dns_name_comes_from_describe_instances() {
         "latest/meta-data/local-ipv4": "10.0.1.25",
         "latest/meta-data/local-hostname": "node-a.corp.example.com",
         "latest/meta-data/placement/region": "us-east-1",
+        "latest/meta-data/placement/availability-zone": "us-east-1a",
     });
     let fake = test_fakes::MetadataFake::from_json(&serde_json::json!({"provider": "aws", "tree": tree}));
     let imds = fake.base();
@@ -73,6 +74,7 @@ async fn private_dns_name_comes_from_describe_instances() {
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["hostname"], private_dns.to_lowercase());
     assert_ne!(json["hostname"], "node-a.corp.example.com");
+    assert_eq!(json["providerID"], format!("aws:///us-east-1a/{instance_id}"));
 
     // A wrong secret: EC2 refuses the signature, and the error says what failed.
     let out = run(&[
