@@ -5,10 +5,14 @@
 // flags. The cluster tier's real-node test (harness/tests/node_ip_helper_real.rs)
 // runs it beside a real kubelet started with --cloud-provider=external: it
 // removes node.cloudprovider.kubernetes.io/uninitialized only when the
-// node's provided IP is among the cloud's addresses.
+// node's provided IP is among the cloud's addresses, and, as a real cloud's
+// InstancesV2 does, only for a Node that names the instance: by its
+// spec.providerID, or without one by its name (--instance-name; empty:
+// every name finds it). Any other Node gets cloudprovider.InstanceNotFound.
 //
 //	cloud-node-controller --kubeconfig FILE --address InternalIP=10.0.0.5 \
-//	    --address Hostname=node-a --provider-id fake://node-a --zone z --region r
+//	    --address Hostname=node-a --provider-id fake://node-a --zone z --region r \
+//	    [--instance-name node-a]
 package main
 
 import (
@@ -53,6 +57,7 @@ func main() {
 	providerID := flag.String("provider-id", "", "the instance's provider ID (empty: none)")
 	zone := flag.String("zone", "", "the instance's zone")
 	region := flag.String("region", "", "the instance's region")
+	instanceName := flag.String("instance-name", "", "the node name that finds the instance when a Node has no provider ID (empty: every name)")
 	flag.Parse()
 
 	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -62,12 +67,18 @@ func main() {
 	}
 	client := clientset.NewForConfigOrDie(config)
 
-	// Every node is this one instance: the controller asks InstancesV2 for
-	// its metadata and matches the node's provided IP against its addresses.
+	// One instance: the controller asks InstancesV2 for its metadata and
+	// matches the node's provided IP against its addresses.
 	cloud := &fake.Cloud{
 		EnableInstancesV2:  true,
 		ExistsByProviderID: true,
 		OverrideInstanceMetadata: func(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+			if node.Spec.ProviderID != "" && node.Spec.ProviderID != *providerID {
+				return nil, cloudprovider.InstanceNotFound
+			}
+			if node.Spec.ProviderID == "" && *instanceName != "" && node.Name != *instanceName {
+				return nil, cloudprovider.InstanceNotFound
+			}
 			return &cloudprovider.InstanceMetadata{
 				ProviderID:    *providerID,
 				NodeAddresses: addresses,

@@ -19,7 +19,7 @@ use crate::process::Proc;
 /// The user the controller runs as (a client certificate from the cluster CA).
 pub const CLOUD_NODE_CONTROLLER_USER: &str = "system:cloud-node-controller";
 
-/// What the fake cloud reports for every instance.
+/// The fake cloud's one instance: what it reports, and what finds it.
 #[derive(Debug, Clone, Default)]
 pub struct CloudInstance {
     /// `(type, address)`, as in `Node.status.addresses`, in the cloud's order.
@@ -27,6 +27,9 @@ pub struct CloudInstance {
     pub provider_id: String,
     pub zone: String,
     pub region: String,
+    /// The node name that finds the instance when a Node has no provider
+    /// ID; empty: every name does.
+    pub name: String,
 }
 
 impl CloudInstance {
@@ -104,6 +107,7 @@ impl CloudNodeController {
             ("provider-id", &instance.provider_id),
             ("zone", &instance.zone),
             ("region", &instance.region),
+            ("instance-name", &instance.name),
         ] {
             args.push(format!("--{flag}={value}"));
         }

@@ -46,6 +46,8 @@ fn instance() -> CloudInstance {
         provider_id: "fake://instance-1".into(),
         zone: "zone-b".into(),
         region: "region-1".into(),
+        // Every Node registered here without a provider ID finds it.
+        name: String::new(),
     }
 }
 
@@ -374,12 +376,15 @@ const GCE_IP: &str = "10.132.0.7";
 /// pick, and what `NODE_IP_HELPER_SOURCE=local` (default.env's example) takes.
 const LOCAL_IP: &str = "192.168.56.10";
 
-/// The instance of gce.json as the GCE cloud controller manager lists it
-/// (cloud-provider-gcp gce_instances.go, as cloud/src/metadata/gce.rs
-/// follows it): per NIC its internal IP, external IPs and first IPv6, the
-/// hostname as InternalDNS and Hostname, IPv4 and names before IPv6.
-fn gce_instance() -> CloudInstance {
-    let host = "node-a.europe-west1-b.c.my-project.internal";
+/// The instance of gce.json, renamed `name` (a GCE VM named as its node,
+/// which the GCE CCM finds by that name), as the GCE cloud controller
+/// manager lists it (cloud-provider-gcp gce_instances.go, as
+/// cloud/src/metadata/gce.rs follows it): per NIC its internal IP, external
+/// IPs and first IPv6, the hostname as InternalDNS and Hostname, IPv4 and
+/// names before IPv6; and its provider ID as that CCM writes it.
+fn gce_instance(name: &str) -> CloudInstance {
+    let host = format!("{name}.europe-west1-b.c.my-project.internal");
+    let host = host.as_str();
     let address = |kind: &str, ip: &str| (kind.to_owned(), ip.to_owned());
     CloudInstance {
         addresses: vec![
@@ -390,10 +395,24 @@ fn gce_instance() -> CloudInstance {
             address("Hostname", host),
             address("InternalIP", "2600:1900:4000::7"),
         ],
-        provider_id: "gce://my-project/europe-west1-b/node-a".into(),
+        provider_id: format!("gce://my-project/europe-west1-b/{name}"),
         zone: "europe-west1-b".into(),
         region: "europe-west1".into(),
+        name: name.into(),
     }
+}
+
+/// gce.json with the instance named `name`, written into `dir`.
+fn gce_metadata_named(name: &str, dir: &Path) -> std::path::PathBuf {
+    let fixture = workspace_root().join("tests/data/node-ip-helper/metadata/gce.json");
+    let mut scenario: Value =
+        serde_json::from_str(&std::fs::read_to_string(&fixture).expect("gce.json")).expect("gce.json is JSON");
+    let tree = &mut scenario["tree"];
+    tree["computeMetadata/v1/instance/name"] = name.into();
+    tree["computeMetadata/v1/instance/hostname"] = format!("{name}.europe-west1-b.c.my-project.internal").into();
+    let path = dir.join("gce.json");
+    std::fs::write(&path, scenario.to_string()).expect("write the metadata");
+    path
 }
 
 fn manifest(name: &str) -> String {
@@ -557,17 +576,15 @@ async fn a_real_node_as_shipped(cluster: &TestCluster) {
     python
         .env("METADATA_FAKE_ADDRESS", "169.254.169.254")
         .env("METADATA_FAKE_PORT", "80");
-    let _metadata = test_fakes::MetadataFake::start_with(
-        python,
-        &workspace_root().join("tests/data/node-ip-helper/metadata/gce.json"),
-    );
+    let root = node_root();
+    let _metadata = test_fakes::MetadataFake::start_with(python, &gce_metadata_named(&name, root.path()));
     // The node's own identity, for check --node (kubelet's file: written
     // again before kubelet first reads it).
     let kubeconfig = cluster
         .user_kubeconfig(&format!("system:node:{name}"), &["system:nodes"])
         .expect("the node's kubeconfig");
     let kubeconfig = kubeconfig.to_str().expect("UTF-8 path");
-    let instance = gce_instance();
+    let instance = gce_instance(&name);
     let (status, detected, stderr) = on_the_node(&node, &["detect", "--source", "gce", "--output", "json"]);
     assert_eq!(status, 0, "{stderr}");
     let detected: Value = serde_json::from_str(&detected).expect("detect's JSON");
@@ -576,7 +593,6 @@ async fn a_real_node_as_shipped(cluster: &TestCluster) {
         serde_json::from_str::<Value>(&instance.addresses_json()).expect("JSON"),
         "the controller is told what node-ip-helper reads from the metadata service"
     );
-    let root = node_root();
     let default_env = manifest("default.env");
 
     // default.env's example set: kubelet's own pick.
@@ -662,14 +678,19 @@ async fn a_real_node_as_shipped(cluster: &TestCluster) {
     // `systemctl restart node-ip-helper kubelet`.
     let env_file = run_unit(&node, root.path(), &default_env);
     let args = kubelet_args(&env_file);
+    let provider_id_flag = format!("--provider-id={}", instance.provider_id);
     assert_eq!(
         args,
-        ["--cloud-provider=external".to_owned(), format!("--node-ip={GCE_IP}")]
+        [
+            "--cloud-provider=external".to_owned(),
+            format!("--node-ip={GCE_IP}"),
+            provider_id_flag.clone()
+        ]
     );
     node.stop_kubelet();
     let t1 = Instant::now();
     node.start_kubelet(KubeletOptions {
-        extra_args: args,
+        extra_args: args.clone(),
         ..Default::default()
     })
     .expect("kubelet starts again");
@@ -707,6 +728,119 @@ async fn a_real_node_as_shipped(cluster: &TestCluster) {
     let (status, stdout, stderr) = on_the_node(&node, &check);
     assert_eq!(status, 0, "initialized: {stdout}{stderr}");
     assert!(stdout.contains("OK: the node is initialized"), "{stdout}");
+    drop(controller);
+
+    // A Node registered with the unit's --provider-id, the controller not
+    // yet running: kubelet itself writes spec.providerID, and the node
+    // controller, which finds instances by it, initializes the Node.
+    let reregister = |args: Vec<String>| async {
+        node.stop_kubelet();
+        nodes.delete(&name, &Default::default()).await.expect("delete the Node");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while nodes.get_opt(&name).await.expect("read the Node").is_some() {
+            assert!(Instant::now() < deadline, "the Node is not deleted");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        node.start_kubelet(KubeletOptions {
+            extra_args: args,
+            ..Default::default()
+        })
+        .expect("kubelet starts");
+        node.wait_ready(&client, Duration::from_secs(120))
+            .await
+            .expect("the Node registers and is Ready")
+    };
+    let registered = reregister(args.clone()).await;
+    assert_eq!(
+        registered.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        Some(instance.provider_id.as_str()),
+        "kubelet registers the Node with the unit's --provider-id"
+    );
+    assert!(tainted(&registered), "{registered:?}");
+    let mut controller = CloudNodeController::start(cluster, &instance)
+        .await
+        .expect("start cloud-node-controller");
+    wait_for_node(&nodes, &mut controller, &name, "initialized by its provider ID", |n| {
+        !tainted(n) && addresses(n)[0]["address"] == GCE_IP
+    })
+    .await;
+    drop(controller);
+
+    // Another instance's provider ID (as a hand-written --provider-id would
+    // give): the controller finds no instance, and check --node says so in
+    // its words; the FIX (delete the Node, restart with the unit's flag)
+    // initializes it.
+    let other = format!("gce://my-project/europe-west1-c/{name}");
+    let wrong: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if *a == provider_id_flag {
+                format!("--provider-id={other}")
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    let registered = reregister(wrong).await;
+    assert_eq!(
+        registered.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        Some(other.as_str())
+    );
+    let mut controller = CloudNodeController::start(cluster, &instance)
+        .await
+        .expect("start cloud-node-controller");
+    let not_found = format!("failed to get instance metadata for node {name}: instance not found");
+    controller
+        .wait_for_log_line(&not_found, Duration::from_secs(60))
+        .expect("the controller's reason");
+    assert!(tainted(&nodes.get(&name).await.expect("read the Node")));
+    let (status, stdout, stderr) = on_the_node(&node, &check);
+    assert_eq!(status, 2, "stuck: {stdout}{stderr}");
+    let stuck_line = stdout
+        .lines()
+        .find(|l| l.starts_with("STUCK: "))
+        .unwrap_or_else(|| panic!("no STUCK line: {stdout}"));
+    assert!(
+        stuck_line.contains(&format!(
+            "spec.providerID is {other}, which names another gce instance than this one ({})",
+            instance.provider_id
+        )),
+        "{stuck_line}"
+    );
+    let quoted = stuck_line
+        .split_once("; its log says: ")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("the controller's words are not quoted: {stuck_line}"));
+    assert!(
+        controller.log().contains(quoted),
+        "check quotes {quoted:?}, not in the controller's log"
+    );
+    let fix = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("FIX: "))
+        .unwrap_or_else(|| panic!("no FIX line: {stdout}"));
+    assert!(
+        fix.contains(&format!("`kubectl delete node {name}`"))
+            && fix.contains("`systemctl restart node-ip-helper kubelet`"),
+        "{fix}"
+    );
+    // The FIX, through the API as kubectl does it, with the unit's arguments.
+    let env_file = run_unit(&node, root.path(), &default_env);
+    let fixed = reregister(kubelet_args(&env_file)).await;
+    assert_eq!(
+        fixed.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        Some(instance.provider_id.as_str())
+    );
+    wait_for_node(
+        &nodes,
+        &mut controller,
+        &name,
+        "initialized after the identity fix",
+        |n| !tainted(n) && addresses(n)[0]["address"] == GCE_IP,
+    )
+    .await;
+    let (status, stdout, stderr) = on_the_node(&node, &check);
+    assert_eq!(status, 0, "initialized: {stdout}{stderr}");
     eprintln!(
         "node_ip_helper_real: kubelet Ready {ready:.1?} after start; initialized {initialized_after:.1?} after the fixed kubelet started"
     );
