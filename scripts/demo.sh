@@ -37,6 +37,14 @@ section "node-ip-helper detect --source local: this machine's node IP, with the 
 "$BIN/node-ip-helper" detect --source local --output json || true
 "$BIN/node-ip-helper" detect --source local --output flags || true
 
+section "node-ip-helper detect --source gce: a GCE VM's metadata (a local fake of the documented API, on loopback): the node IP and the provider ID its CCM writes"
+# --skip-local-check: the VM's addresses are not on this machine.
+coproc FAKE { exec python3 tests/fakes/metadata_server.py tests/data/node-ip-helper/metadata/gce.json; }
+read -r port <&"${FAKE[0]}"
+"$BIN/node-ip-helper" detect --source gce --metadata-endpoint "http://127.0.0.1:$port/" --skip-local-check --output flags || true
+"$BIN/node-ip-helper" detect --source gce --metadata-endpoint "http://127.0.0.1:$port/" --skip-local-check --output env || true
+kill "$FAKE_PID"; wait "$FAKE_PID" 2>/dev/null || true
+
 section "node-ip-helper check: KEP-3705's example instance, a good and a stuck --node-ip"
 "$BIN/node-ip-helper" check --node-ip 1.2.3.4,abcd::1234 --cloud-addresses tests/data/node-ip-helper/kep-3705-cloud.json || true
 "$BIN/node-ip-helper" check --node-ip 9.10.11.12 --cloud-addresses tests/data/node-ip-helper/kep-3705-cloud.json || true
