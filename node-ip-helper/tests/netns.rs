@@ -400,7 +400,8 @@ fn list_variables_in_the_environment_split_at_commas() {
 /// variables the binary reads (each named in `write --help`) and do what
 /// their comments say: the host's own addresses, both families, only
 /// 10.0.0.0/8 and fd00::/8, eth9 left out, the kernel's host name as the
-/// node name.
+/// node name (the provider ID's two, for a cloud source, in
+/// tests/metadata.rs).
 #[test]
 fn the_default_env_examples_are_read_and_applied() {
     let text = std::fs::read_to_string(common::workspace_root().join("manifests/node-ip-helper/default.env"))
@@ -419,7 +420,9 @@ fn the_default_env_examples_are_read_and_applied() {
             "NODE_IP_HELPER_IP_FAMILY",
             "NODE_IP_HELPER_ALLOW_CIDR",
             "NODE_IP_HELPER_EXCLUDE_INTERFACE",
-            "NODE_IP_HELPER_NODE_NAME_FROM"
+            "NODE_IP_HELPER_NODE_NAME_FROM",
+            "NODE_IP_HELPER_NO_PROVIDER_ID",
+            "NODE_IP_HELPER_OPENSTACK_REGION"
         ]
     );
     let help = std::process::Command::new(env!("CARGO_BIN_EXE_node-ip-helper"))
