@@ -101,7 +101,9 @@ pub fn metadata_tree(data: &[u8]) -> Option<std::collections::BTreeMap<String, S
 ///
 /// Properties of an instance read: each address is trimmed and not empty,
 /// no (type, address) pair is listed twice, and every InternalIP or
-/// ExternalIP is an IP address.
+/// ExternalIP is an IP address; a provider ID made from it (both OpenStack
+/// forms) holds nothing that could leave kubelet's `--provider-id=` argument
+/// and names the instance to its own CCM's parser.
 pub fn metadata_target(provider: cloud_access::metadata::Provider, data: &[u8]) {
     use cloud_access::metadata::{AddressKind, MetadataClient};
     let Some(tree) = metadata_tree(data) else {
@@ -129,6 +131,24 @@ pub fn metadata_target(provider: cloud_access::metadata::Provider, data: &[u8]) 
                 "{address:?} is not an IP address"
             );
         }
+    }
+    use cloud_access::metadata::{CcmMatching, ProviderIdOptions, provider_id, unsafe_in_a_flag};
+    for options in [
+        ProviderIdOptions::default(),
+        ProviderIdOptions {
+            openstack_region: Some("RegionOne".into()),
+        },
+    ] {
+        let Ok(id) = provider_id(provider, &instance, &options) else {
+            continue;
+        };
+        assert_eq!(unsafe_in_a_flag(&id), None, "{id:?} could leave its flag");
+        assert!(id.len() <= 1024, "{} bytes", id.len());
+        let matching = CcmMatching {
+            provider,
+            instance: instance.clone(),
+        };
+        assert_eq!(matching.names_this_instance(&id, &options), Ok(true), "{id:?}");
     }
 }
 
