@@ -28,6 +28,15 @@ for image in registry.example.com/team/app:v1 123456789012.dkr.ecr.eu-west-1.ama
   "$BIN/cloud-credential-provider" explain --config "$DATA/configs/multi.yaml" "$image" | head -1 || true
 done
 
+section "cloud-credential-provider explain: what kubelet records of a pull with each provider's credentials (KEP-2535), under the node's KubeletConfiguration"
+for image in harbor.example.com/team/app:1 registry.example.org/team/app:1 cdn.example.net/app:1 harbor.example.com/base/debian:12; do
+  "$BIN/cloud-credential-provider" explain --config "$DATA/configs/two-audiences.yaml" \
+    --kubelet-config "$DATA/kubelet-config/allowlisted.yaml" "$image" | grep -E '^[^ ].*: kubelet looks up|  record: |^once on the node' || true
+done
+
+section "cloud-credential-provider check-config --rbac: the nodes' grant for the config's audiences (KEP-4412), for kubectl apply -f -"
+"$BIN/cloud-credential-provider" check-config --rbac "$DATA/configs/two-audiences.yaml"
+
 section "cloud-credential-provider check-config: the shipped kubelet configs, a broken one, a typo'd flag (exit 2)"
 for config in manifests/credential-provider/*.yaml "$DATA/configs/bad-rules.yaml" "$DATA/plugin-args/ecr-typo.yaml"; do
   "$BIN/cloud-credential-provider" check-config "$config" || true

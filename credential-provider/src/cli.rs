@@ -81,7 +81,7 @@ pub enum Command {
     /// Exit 0 valid, 2 if kubelet or this plugin would refuse it, 1 if it
     /// cannot be checked (not read or parsed: one line on stderr, nothing on
     /// stdout).
-    CheckConfig(CheckConfigArgs),
+    CheckConfig(Box<CheckConfigArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -295,6 +295,13 @@ pub struct ExplainArgs {
     /// directory (or give it as the first operand, as check-config takes it).
     #[arg(long, env = CONFIG_VARIABLE, value_name = "PATH")]
     pub config: Option<PathBuf>,
+    /// The node's KubeletConfiguration (kubelet's --config): its
+    /// imagePullCredentialsVerificationPolicy, preloadedImagesVerificationAllowlist
+    /// and featureGates say what kubelet verifies again before a pod uses an
+    /// image already on the node. Unset: kubelet 1.35+ defaults
+    /// (NeverVerifyPreloadedImages, records on).
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_KUBELET_CONFIG", value_name = "FILE")]
+    pub kubelet_config: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
     /// `[PATH] IMAGE`: the config (unless --config names it), then the image
@@ -379,7 +386,105 @@ pub struct CheckConfigArgs {
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_KUBELET_FEATURE_GATES", value_parser = crate::kubelet_config::FeatureGates::parse, value_name = "GATES")]
     pub kubelet_feature_gates: Option<crate::kubelet_config::FeatureGates>,
     #[command(flatten)]
+    pub rbac: RbacArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `check-config --rbac`: the nodes' grant for the config's audiences (KEP-4412).
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// Print, instead of the report, the ClusterRole and ClusterRoleBinding
+    /// that let the nodes request their pods' service-account tokens for
+    /// every audience of the config (tokenAttributes.serviceAccountTokenAudience),
+    /// as YAML for `kubectl apply -f -` (a v1 List with --output json). With
+    /// --node, ask the cluster instead whether the node has them. Exit 0;
+    /// with --node 2 when an audience is missing; 1 when the config is
+    /// refused or the cluster cannot be asked.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_RBAC", value_parser = suite_program::boolish)]
+    pub rbac: bool,
+    /// The group the ClusterRoleBinding names: system:nodes (every kubelet),
+    /// or a group only some nodes' credentials carry.
+    #[arg(long, requires = "rbac", env = "CLOUD_CREDENTIAL_PROVIDER_RBAC_GROUP", default_value = crate::kubelet_config::rbac::NODES_GROUP, value_parser = parse_group, value_name = "GROUP")]
+    pub node_group: String,
+    /// The name of the ClusterRole and of its ClusterRoleBinding.
+    #[arg(long, requires = "rbac", env = "CLOUD_CREDENTIAL_PROVIDER_RBAC_NAME", default_value = crate::kubelet_config::rbac::DEFAULT_NAME, value_parser = parse_rbac_name, value_name = "NAME")]
+    pub rbac_name: String,
+    /// Ask the cluster (a SubjectAccessReview per audience, as kube-apiserver's
+    /// NodeRestriction asks) whether the node NODE (user system:node:NODE, in
+    /// system:nodes and --node-group) may request tokens for each audience.
+    #[arg(long, requires = "rbac", env = "CLOUD_CREDENTIAL_PROVIDER_RBAC_NODE", value_parser = parse_node_name, value_name = "NODE")]
+    pub node: Option<String>,
+    /// The kubeconfig to ask with (creating SubjectAccessReviews needs
+    /// `create` on subjectaccessreviews.authorization.k8s.io). Unset:
+    /// $KUBECONFIG, ~/.kube/config, then the pod's service account.
+    #[arg(
+        long,
+        requires = "node",
+        env = "CLOUD_CREDENTIAL_PROVIDER_KUBECONFIG",
+        value_name = "FILE"
+    )]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (unset: its current context).
+    #[arg(
+        long,
+        requires = "node",
+        env = "CLOUD_CREDENTIAL_PROVIDER_CONTEXT",
+        value_name = "NAME"
+    )]
+    pub context: Option<String>,
+    /// Ask for the service accounts of this namespace only (unset: every
+    /// namespace, which only a ClusterRoleBinding grants).
+    #[arg(
+        long,
+        requires = "node",
+        env = "CLOUD_CREDENTIAL_PROVIDER_RBAC_NAMESPACE",
+        value_name = "NAMESPACE"
+    )]
+    pub namespace: Option<String>,
+    /// Ask for this service account of --namespace only.
+    #[arg(
+        long,
+        requires = "namespace",
+        env = "CLOUD_CREDENTIAL_PROVIDER_RBAC_SERVICE_ACCOUNT",
+        value_name = "NAME"
+    )]
+    pub service_account: Option<String>,
+    /// The most one review may take, from connecting to its answer's last byte.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REQUEST_TIMEOUT", value_parser = duration::positive, default_value = "10s", value_name = "DURATION")]
+    pub request_timeout: Duration,
+}
+
+fn parse_rbac_name(text: &str) -> Result<String, String> {
+    match crate::kubelet_config::rbac::rbac_name_problem(text) {
+        Some(problem) => Err(format!("an RBAC object's name {problem}")),
+        None => Ok(text.to_owned()),
+    }
+}
+
+fn parse_group(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() || text.chars().any(char::is_control) {
+        return Err("a group name: not empty, no control characters (system:nodes)".to_owned());
+    }
+    Ok(text.to_owned())
+}
+
+/// A Node's name is a DNS subdomain (lowercase letters, digits, `-`, `.`).
+fn parse_node_name(text: &str) -> Result<String, String> {
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if text.len() <= 253 && text.split('.').all(label_ok) {
+        Ok(text.to_owned())
+    } else {
+        Err("a Node's name: a DNS subdomain of lowercase letters, digits, '-' and '.' (kubectl get nodes)".to_owned())
+    }
 }
 
 impl CheckConfigArgs {

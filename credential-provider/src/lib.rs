@@ -49,6 +49,9 @@ pub enum Error {
     /// entry not judged): its line names the file and field.
     #[error("{0}")]
     NoVerdict(String),
+    /// `check-config --rbac` could not give the grant or ask the cluster.
+    #[error("{0}")]
+    Rbac(String),
     /// Operands that do not fit together (`explain`), or an operator tool
     /// in a provider entry (`check-config`'s child).
     #[error("{0}")]
@@ -117,7 +120,13 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
                     "kubelet cannot parse image {image:?} ({e}): it would not pull it, so no provider runs"
                 ))
             })?;
-            let explanation = kubelet_config::explain(&config, &image);
+            let verification = match &args.kubelet_config {
+                Some(path) => {
+                    kubelet_config::pull_records::read_kubelet_config(path).map_err(|e| Error::Usage(e.to_string()))?
+                }
+                None => kubelet_config::pull_records::Verification::default(),
+            };
+            let explanation = kubelet_config::explain(&config, &image, &verification);
             write_all(stdout, explanation.render(args.output.format).as_bytes())?;
             Ok(explanation.exit_code())
         }
@@ -130,16 +139,141 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
                 },
                 plugin_exe: kubelet_config::plugin::this_exe(),
             };
-            let report = kubelet_config::check(&args.config_path().map_err(Error::Usage)?, &options);
+            let path = args.config_path().map_err(Error::Usage)?;
+            let report = kubelet_config::check(&path, &options);
             // No verdict: an error on stderr as any other, nothing on stdout.
             if let Some(line) = report.no_verdict_line() {
                 return Err(Error::NoVerdict(line));
+            }
+            if args.rbac.rbac {
+                return rbac(&args, &path, &report, stdout).await;
             }
             write_all(stdout, report.render(args.output.format).as_bytes())?;
             Ok(report.exit_code())
         }
     }
 }
+
+/// `check-config --rbac`: the grant for the audiences of a config kubelet
+/// takes, printed, or with `--node` looked up in the cluster.
+async fn rbac(
+    args: &cli::CheckConfigArgs,
+    path: &std::path::Path,
+    report: &kubelet_config::CheckReport,
+    stdout: impl Write,
+) -> Result<ExitCode, Error> {
+    use kubelet_config::rbac;
+    if let Some(problem) = report.first_refusal_line() {
+        return Err(Error::Rbac(format!(
+            "--rbac: kubelet or this plugin refuses the config, so no grant is printed ({problem}); `check-config {}` lists every problem",
+            suite_program::shell::shell_word(&path.to_string_lossy())
+        )));
+    }
+    let config = kubelet_config::load(path)?;
+    let audiences = rbac::audiences(&config);
+    if audiences.is_empty() {
+        // Nothing to apply or to ask: said as YAML's comment, or an empty List.
+        let text = match args.output.format {
+            cli::OutputFormat::Text => format!(
+                "# {}: no provider has tokenAttributes: kubelet requests no service-account tokens, so the nodes need no grant\n",
+                cloud_access::logging::clean_text(&path.display().to_string(), &[], 500)
+            ),
+            cli::OutputFormat::Json => "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}\n".to_owned(),
+        };
+        write_all(stdout, text.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let grant = rbac::Grant {
+        name: args.rbac.rbac_name.clone(),
+        group: args.rbac.node_group.clone(),
+        audiences,
+    };
+    let Some(node) = &args.rbac.node else {
+        let text = match args.output.format {
+            cli::OutputFormat::Text => grant.yaml(),
+            cli::OutputFormat::Json => grant.json(),
+        };
+        write_all(stdout, text.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let access = node_access(&args.rbac, node, &grant).await?;
+    let mut fix = format!(
+        "cloud-credential-provider check-config --rbac {}",
+        suite_program::shell::shell_word(&path.to_string_lossy())
+    );
+    if grant.group != rbac::NODES_GROUP {
+        fix.push_str(&format!(
+            " --node-group {}",
+            suite_program::shell::shell_word(&grant.group)
+        ));
+    }
+    if grant.name != rbac::DEFAULT_NAME {
+        fix.push_str(&format!(
+            " --rbac-name {}",
+            suite_program::shell::shell_word(&grant.name)
+        ));
+    }
+    fix.push_str(" | kubectl apply -f -");
+    let identity = rbac::NodeIdentity::new(node, &grant.group);
+    let report = rbac::AccessReport {
+        config: path.display().to_string(),
+        user: identity.user(),
+        groups: identity.groups,
+        namespace: args.rbac.namespace.clone(),
+        service_account: args.rbac.service_account.clone(),
+        audiences: access,
+        fix,
+    };
+    write_all(stdout, report.render(args.output.format).as_bytes())?;
+    Ok(report.exit_code())
+}
+
+/// One SubjectAccessReview per audience, as NodeRestriction would ask.
+async fn node_access(
+    args: &cli::RbacArgs,
+    node: &str,
+    grant: &kubelet_config::rbac::Grant,
+) -> Result<Vec<kubelet_config::rbac::AudienceAccess>, Error> {
+    use kubelet_config::rbac;
+    let cluster = |e: &dyn std::fmt::Display| Error::Rbac(format!("--rbac --node: {e}"));
+    let config = apiserver_client::config(args.kubeconfig.as_deref(), args.context.as_deref())
+        .await
+        .map_err(|e| cluster(&e))?;
+    let apiserver = apiserver_client::Apiserver::new(config, args.request_timeout).map_err(|e| cluster(&e))?;
+    let identity = rbac::NodeIdentity::new(node, &grant.group);
+    let scope = rbac::ServiceAccountScope {
+        namespace: args.namespace.clone(),
+        name: args.service_account.clone(),
+    };
+    let mut access = Vec::with_capacity(grant.audiences.len());
+    for audience in &grant.audiences {
+        let review = rbac::access_review(&identity, audience, &scope);
+        let answer = apiserver
+            .create(
+                SUBJECT_ACCESS_REVIEWS,
+                "SubjectAccessReview",
+                &review,
+                false,
+                "cloud-credential-provider",
+            )
+            .await
+            .map_err(|e| {
+                let hint = if e.is_forbidden() {
+                    " (the kubeconfig's user needs `create` on subjectaccessreviews.authorization.k8s.io)"
+                } else {
+                    ""
+                };
+                Error::Rbac(format!(
+                    "--rbac --node: SubjectAccessReview at {}: {e}{hint}",
+                    apiserver.server()
+                ))
+            })?;
+        access.push(rbac::AudienceAccess::from_review(audience, &answer));
+    }
+    Ok(access)
+}
+
+const SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
 /// The `gcp` backend's settings from its flags.
 fn gcp_settings(args: GcpArgs) -> Result<GcpSettings, backend::GcpBackendError> {

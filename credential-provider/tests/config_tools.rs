@@ -101,7 +101,8 @@ fn explain_escapes_provider_names() {
     let out = run(&["explain", &file.display().to_string(), "x.io/app"], b"");
     assert_eq!(out.status, 0, "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    // The summary, the provider, its pattern, its record, the verification.
+    assert_eq!(lines.len(), 5, "{}", out.stdout);
     assert!(
         lines[0].ends_with("kubelet runs a\\n\\u{1b}[31mFORGED\\u{202e}"),
         "{}",
@@ -336,3 +337,141 @@ fn check_config_accepts_a_byte_order_mark() {
     let out = run(&["check-config", &file.display().to_string()], b"");
     assert_eq!(out.status, 0, "{}", out.stdout);
 }
+
+fn kubelet_configs(name: &str) -> String {
+    data("kubelet-config").join(name).display().to_string()
+}
+
+/// `explain` says what kubelet records of a pull with each provider's
+/// credentials, and what the node's KubeletConfiguration verifies again.
+#[test]
+fn explain_tells_the_record_scope_and_the_verification() {
+    let two = configs("two-audiences.yaml");
+    let report = |image: &str, kubelet: Option<&str>| -> serde_json::Value {
+        let mut args = vec!["explain", "-o", "json", "--config", &two];
+        let path;
+        if let Some(name) = kubelet {
+            path = kubelet_configs(name);
+            args.extend(["--kubelet-config", &path]);
+        }
+        args.push(image);
+        let out = run(&args, b"");
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        serde_json::from_str(&out.stdout).unwrap()
+    };
+    let record = |report: &serde_json::Value| {
+        let running: Vec<&serde_json::Value> = report["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["runs"] == true)
+            .collect();
+        assert_eq!(running.len(), 1, "{report}");
+        running[0]["record"].clone()
+    };
+    let harbor = report("harbor.example.com/team/app:1", None);
+    assert_eq!(
+        record(&harbor),
+        serde_json::json!({"scope": "service-account", "pods_without_one_node_wide": false})
+    );
+    assert_eq!(
+        harbor["verification"]["policy"], "NeverVerifyPreloadedImages",
+        "kubelet 1.35+ defaults"
+    );
+    assert_eq!(harbor["verification"]["kubelet_config"], serde_json::Value::Null);
+    let node = report("cdn.example.net/app:1", None);
+    assert_eq!(record(&node), serde_json::json!({"scope": "node"}));
+
+    let allowed = report("harbor.example.com/base/debian:12", Some("allowlisted.yaml"));
+    assert_eq!(allowed["verification"]["policy"], "NeverVerifyAllowlistedImages");
+    assert_eq!(allowed["verification"]["allowlisted_by"], "harbor.example.com/base/*");
+    assert!(
+        allowed["verification"]["says"]
+            .as_str()
+            .unwrap()
+            .contains("never verified")
+    );
+    let not_allowed = report("harbor.example.com/team/app:1", Some("allowlisted.yaml"));
+    assert_eq!(not_allowed["verification"]["allowlisted_by"], serde_json::Value::Null);
+    let off = report("harbor.example.com/team/app:1", Some("records-off.yaml"));
+    assert_eq!(off["verification"]["records"], false);
+    assert!(
+        off["verification"]["says"]
+            .as_str()
+            .unwrap()
+            .contains("keeps no pull records")
+    );
+
+    // The text: one record line under the provider that runs, one line on verification.
+    let out = run(&["explain", "--config", &two, "harbor.example.com/team/app:1"], b"");
+    let records: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("  record: ")).collect();
+    assert_eq!(records.len(), 1, "{}", out.stdout);
+    assert!(
+        records[0].starts_with("  record: per service account: kubelet sends the pod's service-account token"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("once on the node (imagePullPolicy IfNotPresent or Never"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn explain_refuses_a_kubelet_configuration_kubelet_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "imagePullCredentialsVerificationPolicy: Sometimes\n",
+            "imagePullCredentialsVerificationPolicy \"Sometimes\"",
+        ),
+        (
+            "preloadedImagesVerificationAllowlist: [\"reg.io/*\"]\n",
+            "preloadedImagesVerificationAllowlist",
+        ),
+        (
+            "imagePullCredentialsVerificationPolicy: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n",
+            "nest",
+        ),
+    ];
+    for (body, want) in cases {
+        let path = dir.path().join("kubelet.yaml");
+        std::fs::write(
+            &path,
+            format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{body}"),
+        )
+        .unwrap();
+        let out = run(
+            &[
+                "explain",
+                "--config",
+                &configs(TWO_AUDIENCES),
+                "--kubelet-config",
+                path.to_str().unwrap(),
+                "harbor.example.com/a:1",
+            ],
+            b"",
+        );
+        common::assert_one_line_failure(body, &out, "--kubelet-config ");
+        assert!(out.stderr.contains(want), "{body:?}: {}", out.stderr);
+    }
+    let out = run(
+        &[
+            "explain",
+            "--config",
+            &configs(TWO_AUDIENCES),
+            "--kubelet-config",
+            "/dev/zero",
+            "harbor.example.com/a:1",
+        ],
+        b"",
+    );
+    common::assert_one_line_failure("a device", &out, "--kubelet-config /dev/zero");
+}
+
+const TWO_AUDIENCES: &str = "two-audiences.yaml";

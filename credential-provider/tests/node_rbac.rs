@@ -1,19 +1,17 @@
-//! The RBAC shipped in manifests/credential-provider-rbac/ grants the nodes
-//! exactly the audiences of the configs in manifests/credential-provider/:
-//! one file per config with `tokenAttributes`, of the same name, whose
-//! ClusterRole allows `request-serviceaccounts-token-audience` on the
-//! config's `serviceAccountTokenAudience` (the resource NodeRestriction
-//! asks about) and nothing else, bound to the group `system:nodes`. The
-//! cluster tier (node_token_audience.rs) shows the real apiserver issuing
-//! the tokens with it and refusing them without it.
+//! The RBAC shipped in manifests/credential-provider-rbac/ is what
+//! `check-config --rbac` prints for the configs in manifests/credential-provider/:
+//! one file per config with `tokenAttributes`, of the same name, its objects
+//! byte for byte what the command in its header prints (the unit tests of
+//! kubelet_config/rbac.rs say what that is: a ClusterRole allowing
+//! `request-serviceaccounts-token-audience` on exactly the config's
+//! audiences, bound to `system:nodes`). The cluster tier
+//! (node_token_audience.rs) shows the real apiserver issuing the tokens with
+//! it and refusing them without it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-const VERB: &str = "request-serviceaccounts-token-audience";
+use serde_json::Value;
 
 fn repo_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name)
@@ -45,47 +43,54 @@ fn audiences(config: &str) -> Vec<String> {
         .collect()
 }
 
-/// What is wrong with `rbac` as the grant of exactly `audiences`.
-fn rbac_problems(rbac: &str, audiences: &[String]) -> Vec<String> {
-    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(rbac)
-        .map(|d| Value::deserialize(d).expect("an RBAC document's YAML"))
-        .filter(|v| !v.is_null())
-        .collect();
-    let of_kind = |kind: &str| docs.iter().filter(|d| d["kind"] == kind).collect::<Vec<_>>();
-    let (roles, bindings) = (of_kind("ClusterRole"), of_kind("ClusterRoleBinding"));
-    if docs.len() != 2 || roles.len() != 1 || bindings.len() != 1 {
-        return vec![format!(
-            "want one ClusterRole and one ClusterRoleBinding, found kinds {:?}",
-            docs.iter().map(|d| d["kind"].clone()).collect::<Vec<_>>()
-        )];
+/// The shipped file's name for the grant of `name`.yaml, and the command
+/// its header says prints it.
+fn grant_name(name: &str) -> String {
+    format!("cloud-credential-provider:{name}:token-audience")
+}
+
+/// What `check-config --rbac --rbac-name NAME CONFIG` prints, or its error.
+fn printed_grant(config: &Path, name: &str) -> Result<String, String> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cloud-credential-provider"))
+        .args(["check-config", "--rbac", "--rbac-name", &grant_name(name)])
+        .arg(config)
+        .env_remove("CLOUD_CREDENTIAL_PROVIDER_RBAC_GROUP")
+        .output()
+        .expect("run cloud-credential-provider");
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
     }
-    let (role, binding) = (roles[0], bindings[0]);
+    Ok(String::from_utf8(output.stdout).expect("UTF-8"))
+}
+
+/// What is wrong with `rbac` as what check-config --rbac prints for `config`
+/// (the file's objects, after its comment header, byte for byte).
+fn rbac_problems(rbac: &str, config: &Path, name: &str) -> Vec<String> {
+    let (header, objects): (Vec<&str>, Vec<&str>) = rbac.split_inclusive('\n').partition(|l| l.starts_with('#'));
     let mut problems = Vec::new();
-    for doc in [role, binding] {
-        if doc["apiVersion"] != "rbac.authorization.k8s.io/v1" {
-            problems.push(format!("{}: apiVersion {}", doc["kind"], doc["apiVersion"]));
-        }
+    let command = format!(
+        "#   cloud-credential-provider check-config --rbac --rbac-name {} manifests/credential-provider/{name}.yaml\n",
+        grant_name(name)
+    );
+    if !header.contains(&command.as_str()) {
+        problems.push(format!(
+            "the header does not give the command that prints it: {command:?}"
+        ));
     }
-    let want_rules = json!([{"apiGroups": [""], "resources": audiences, "verbs": [VERB]}]);
-    if role["rules"] != want_rules {
-        problems.push(format!("ClusterRole rules {} instead of {want_rules}", role["rules"]));
-    }
-    let want_ref =
-        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]});
-    if binding["roleRef"] != want_ref {
-        problems.push(format!("roleRef {} instead of {want_ref}", binding["roleRef"]));
-    }
-    let want_subjects = json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]);
-    if binding["subjects"] != want_subjects {
-        problems.push(format!("subjects {} instead of {want_subjects}", binding["subjects"]));
+    match printed_grant(config, name) {
+        Ok(printed) if printed == objects.concat() => {}
+        Ok(printed) => problems.push(format!(
+            "its objects are not what check-config --rbac prints:\n{printed}"
+        )),
+        Err(error) => problems.push(format!("check-config --rbac fails: {error}")),
     }
     problems
 }
 
 /// Each problem of the RBAC directory against the configs directory, naming
 /// the files.
-fn drift(configs: &Path, rbac: &Path) -> Vec<String> {
-    let configs = yaml_files(configs);
+fn drift(configs_dir: &Path, rbac: &Path) -> Vec<String> {
+    let configs = yaml_files(configs_dir);
     let mut rbac = yaml_files(rbac);
     let mut problems = Vec::new();
     for (name, config) in &configs {
@@ -98,9 +103,13 @@ fn drift(configs: &Path, rbac: &Path) -> Vec<String> {
             (false, None) => problems.push(format!(
                 "{name}.yaml asks for tokens for {audiences:?}: no credential-provider-rbac/{name}.yaml grants them"
             )),
-            (false, Some(text)) => problems.extend(rbac_problems(&text, &audiences).into_iter().map(|p| {
-                format!("credential-provider-rbac/{name}.yaml (for {name}.yaml, audiences {audiences:?}): {p}")
-            })),
+            (false, Some(text)) => problems.extend(
+                rbac_problems(&text, &configs_dir.join(format!("{name}.yaml")), name)
+                    .into_iter()
+                    .map(|p| {
+                        format!("credential-provider-rbac/{name}.yaml (for {name}.yaml, audiences {audiences:?}): {p}")
+                    }),
+            ),
         }
     }
     problems.extend(
@@ -150,10 +159,13 @@ fn drift_is_caught() {
     let problems = drift(&configs, &rbac);
     assert_eq!(problems.len(), 1, "{problems:#?}");
     assert!(
-        problems[0].starts_with("credential-provider-rbac/passthrough.yaml (for passthrough.yaml, audiences [\"harbor.corp.test\"]): ClusterRole rules"),
+        problems[0].starts_with("credential-provider-rbac/passthrough.yaml (for passthrough.yaml, audiences [\"harbor.corp.test\"]): its objects are not what check-config --rbac prints"),
         "{problems:#?}"
     );
-    assert!(problems[0].contains("harbor.example.com"), "{problems:#?}");
+    assert!(
+        problems[0].contains("- harbor.corp.test\n"),
+        "what it prints instead: {problems:#?}"
+    );
 
     std::fs::remove_file(rbac.join("passthrough.yaml")).expect("remove");
     assert_eq!(
@@ -165,8 +177,8 @@ fn drift_is_caught() {
 
     edit(
         &rbac.join("ecr.yaml"),
-        r#"resources: ["sts.amazonaws.com"]"#,
-        r#"resources: ["sts.amazonaws.com", "*"]"#,
+        "  - sts.amazonaws.com\n",
+        "  - sts.amazonaws.com\n  - '*'\n",
     );
     edit(
         &rbac.join("acr.yaml"),
@@ -175,18 +187,15 @@ fn drift_is_caught() {
     );
     let problems = drift(&configs, &rbac);
     assert_eq!(problems.len(), 3, "{problems:#?}");
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.starts_with("credential-provider-rbac/ecr.yaml") && p.contains("\"*\"")),
-        "{problems:#?}"
-    );
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.starts_with("credential-provider-rbac/acr.yaml") && p.contains("system:authenticated")),
-        "{problems:#?}"
-    );
+    for file in ["ecr", "acr"] {
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with(&format!("credential-provider-rbac/{file}.yaml"))
+                    && p.contains("not what check-config --rbac prints")),
+            "{problems:#?}"
+        );
+    }
 
     std::fs::write(rbac.join("static.yaml"), "").expect("a stray grant");
     assert!(

@@ -23,7 +23,6 @@ pub mod family;
 pub mod filters;
 pub mod host;
 pub mod identity;
-pub mod kubeconfig;
 pub mod live;
 pub mod observe;
 pub mod output;
@@ -65,14 +64,12 @@ pub enum Error {
         "--node-name-from private-dns: EC2 DescribeInstances of {instance}: {reason} (the node's role needs ec2:DescribeInstances)"
     )]
     PrivateDns { instance: String, reason: String },
-    #[error("cannot load the kubeconfig{}: {reason}", .path.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
-    Kubeconfig { path: Option<String>, reason: String },
+    #[error(transparent)]
+    Kubeconfig(apiserver_client::ConnectError),
     #[error(
         "check --node: no kubeconfig: no --kubeconfig (NODE_IP_HELPER_KUBECONFIG), $KUBECONFIG or ~/.kube/config, and not in a pod; on the node, give --kubeconfig /etc/kubernetes/kubelet.conf (kubelet's identity may read its own Node)"
     )]
     NoKubeconfig,
-    #[error(transparent)]
-    KubeconfigFile(#[from] kubeconfig::KubeconfigError),
     #[error("cannot read Node {name}{}: {reason}", .unreached.as_ref().map(|s| format!(" from {s}")).unwrap_or_default())]
     ReadNode {
         name: String,

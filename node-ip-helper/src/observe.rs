@@ -221,68 +221,30 @@ pub async fn read_node(
     kubeconfig: Option<&Path>,
     request_timeout: Duration,
 ) -> Result<k8s_openapi::api::core::v1::Node, Error> {
-    let config_error = |reason: String| Error::Kubeconfig {
-        path: kubeconfig.map(|p| p.display().to_string()),
-        reason,
-    };
-    // Every file on the way is read as a bounded regular file, here rather than by kube.
-    let mut config = match crate::kubeconfig::load(&crate::kubeconfig::files(kubeconfig))? {
-        Some(file) => kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| config_error(e.to_string()))?,
-        // Not in a pod either: say what to give rather than which variable is missing.
-        None => kube::Config::incluster().map_err(|e| match e {
-            kube::config::InClusterError::ReadEnvironmentVariable(_) => Error::NoKubeconfig,
-            other => config_error(other.to_string()),
-        })?,
-    };
-    config.connect_timeout = Some(request_timeout);
-    let server = shown_server(&config.cluster_url.to_string());
-    let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
-    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
-    let timed_out = || {
-        format!(
-            "timed out: no answer within --request-timeout {} (is the `server` of the kubeconfig's cluster reachable from here? --kubeconfig)",
-            cloud_access::go_duration::format(request_timeout)
-        )
-    };
-    let answer = tokio::time::timeout(request_timeout, nodes.get(name)).await;
+    use apiserver_client::{ApiError, Apiserver, ConnectError};
+    let config = apiserver_client::config(kubeconfig, None).await.map_err(|e| match e {
+        ConnectError::NotFound => Error::NoKubeconfig,
+        other => Error::Kubeconfig(other),
+    })?;
+    let apiserver = Apiserver::new(config, request_timeout).map_err(Error::Kubeconfig)?;
+    let answer = apiserver.get("/api/v1/nodes", "Node", name).await;
     let (reached, reason) = match answer {
-        Ok(Ok(node)) => return Ok(node),
-        Err(_) => (false, timed_out()),
-        Ok(Err(kube::Error::Api(status))) if status.code == 403 => (
+        Ok(Some(node)) => return Ok(node),
+        Ok(None) => (true, "no such Node: has kubelet registered it?".to_owned()),
+        Err(error) if error.is_forbidden() => (
             true,
-            format!(
-                "forbidden ({}): a node's own identity (system:node:NAME) may read only its own Node",
-                cloud_access::logging::clean_text(&status.message, &[], 500)
-            ),
+            format!("{error}: a node's own identity (system:node:NAME) may read only its own Node"),
         ),
-        Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
-            (true, "no such Node: has kubelet registered it?".to_owned())
+        Err(error @ (ApiError::Timeout(_) | ApiError::ConnectionRefused | ApiError::Transport(_))) => {
+            (false, error.to_string())
         }
-        Ok(Err(other)) => {
-            let reason = match cloud_access::http::io_error_kind(&other) {
-                Some(std::io::ErrorKind::ConnectionRefused) => "connection refused (is the apiserver up, and is the `server` of the kubeconfig's cluster right? --kubeconfig)".to_owned(),
-                Some(std::io::ErrorKind::TimedOut) => timed_out(),
-                _ => cloud_access::logging::clean_text(&cloud_access::logging::error_chain(&other), &[], 500),
-            };
-            (false, reason)
-        }
+        Err(error) => (true, error.to_string()),
     };
     Err(Error::ReadNode {
         name: name.to_owned(),
-        unreached: (!reached).then_some(server),
+        unreached: (!reached).then(|| apiserver.server().to_owned()),
         reason,
     })
-}
-
-/// The cluster's server as error lines name it: without user information,
-/// query or fragment.
-fn shown_server(uri: &str) -> String {
-    match Url::parse(uri) {
-        Ok(url) => cloud_access::http::shown_url(&url),
-        Err(_) => "the kubeconfig's server".to_owned(),
-    }
 }
 
 #[cfg(test)]

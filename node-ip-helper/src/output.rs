@@ -219,21 +219,7 @@ fn describe_verdict(node_ip: &str, verdict: &Verdict) -> String {
     }
 }
 
-/// `value` as one word of a POSIX shell command: as it is when no shell
-/// treats any of its characters specially, single-quoted otherwise.
-pub fn shell_word(value: &str) -> String {
-    let plain = !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
-    if plain { value.to_owned() } else { quote(value) }
-}
-
-/// Single-quoted for POSIX shells and systemd alike; a `'` cannot occur in
-/// an IP or a valid node name, but is escaped all the same.
-fn quote(value: &str) -> String {
-    format!("'{}'", value.replace('\'', r"'\''"))
-}
+pub use suite_program::shell::{quote, shell_word};
 
 #[cfg(test)]
 mod tests {

@@ -252,7 +252,7 @@ fn check_node_against_a_dead_apiserver_names_it_in_one_line() {
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(
         stderr.starts_with(&format!(
-            "node-ip-helper: cannot read Node {NODE} from http://127.0.0.1:{port}/: connection refused"
+            "node-ip-helper: cannot read Node {NODE} from http://127.0.0.1:{port}: connection refused"
         )),
         "{stderr}"
     );
@@ -281,7 +281,7 @@ fn check_node_against_a_silent_apiserver_times_out_in_one_line() {
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(
         stderr.starts_with(&format!(
-            "node-ip-helper: cannot read Node {NODE} from http://127.0.0.1:{port}/: timed out: no answer within --request-timeout 500ms"
+            "node-ip-helper: cannot read Node {NODE} from http://127.0.0.1:{port}: timed out: no complete answer within --request-timeout 500ms"
         )),
         "{stderr}"
     );

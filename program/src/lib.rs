@@ -12,6 +12,7 @@
 
 pub mod duration;
 mod logging;
+pub mod shell;
 mod usage;
 
 use std::fmt::Display;

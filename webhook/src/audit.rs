@@ -385,8 +385,7 @@ async fn walk(
                 page_size: args.page_size,
             });
         }
-        let listed = apiserver
-            .list(args.page_size, token.as_deref())
+        let listed = apiserver::list(apiserver, args.page_size, token.as_deref())
             .await
             .map_err(|error| AuditError::List {
                 server: apiserver.server().to_owned(),
@@ -428,10 +427,7 @@ async fn fix(apiserver: &Apiserver, finding: &mut Finding, walked: &mut Walked) 
         return;
     }
     // Only metadata.labels: labels are mutable, and nothing else is touched.
-    match apiserver
-        .patch_labels(&finding.name, &finding.missing_labels, FIELD_MANAGER)
-        .await
-    {
+    match apiserver::patch_labels(apiserver, &finding.name, &finding.missing_labels, FIELD_MANAGER).await {
         Ok(()) => fixed(finding),
         Err(error) => {
             walked.fix_failed += 1;

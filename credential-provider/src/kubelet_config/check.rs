@@ -264,6 +264,15 @@ impl CheckReport {
             .map(|problem| self.line(problem))
     }
 
+    /// The first problem that refuses the config, as its line; `None` when
+    /// kubelet and this plugin take it.
+    pub fn first_refusal_line(&self) -> Option<String> {
+        self.problems
+            .iter()
+            .find(|p| p.refused_by.is_some())
+            .map(|problem| self.line(problem))
+    }
+
     /// `PATH: FIELD: MESSAGE[; hint: ...]`.
     fn line(&self, problem: &Problem) -> String {
         let mut line = match &problem.field {

@@ -1,9 +1,13 @@
 //! `explain`: which providers kubelet runs for an image, and for each
-//! pattern of each provider why it matches or not.
+//! pattern of each provider why it matches or not; what kubelet records of
+//! an image pulled with each one's credentials, and what its
+//! `imagePullCredentialsVerificationPolicy` verifies again
+//! ([`super::pull_records`]).
 
 use serde::Serialize;
 
 use super::CredentialProviderConfig;
+use super::pull_records::{self, Scope, Verification};
 use crate::MAX_ERROR_LINE;
 use crate::cli::OutputFormat;
 use crate::matching;
@@ -17,6 +21,21 @@ pub struct Explanation {
     /// The providers kubelet runs, in config order.
     pub runs: Vec<String>,
     pub providers: Vec<ProviderVerdict>,
+    /// What kubelet verifies again before a pod uses the image once it is
+    /// on the node.
+    pub verification: VerificationVerdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerificationVerdict {
+    /// The KubeletConfiguration read (`null`: kubelet 1.35+ defaults).
+    pub kubelet_config: Option<String>,
+    /// Whether kubelet keeps pull records (KubeletEnsureSecretPulledImages).
+    pub records: bool,
+    pub policy: &'static str,
+    /// The allowlist entry the image matches (NeverVerifyAllowlistedImages).
+    pub allowlisted_by: Option<String>,
+    pub says: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -26,6 +45,8 @@ pub struct ProviderVerdict {
     pub file: String,
     pub runs: bool,
     pub patterns: Vec<PatternVerdict>,
+    /// What kubelet records of an image pulled with its credentials.
+    pub record: Scope,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -38,8 +59,9 @@ pub struct PatternVerdict {
     pub reason: String,
 }
 
-/// Every provider's verdict on `image` (which kubelet can parse).
-pub fn explain(config: &CredentialProviderConfig, image: &str) -> Explanation {
+/// Every provider's verdict on `image` (which kubelet can parse), for a
+/// kubelet that verifies as `verification` says.
+pub fn explain(config: &CredentialProviderConfig, image: &str, verification: &Verification) -> Explanation {
     let repository = crate::image::repository(image);
     let providers: Vec<ProviderVerdict> = config
         .providers
@@ -69,6 +91,7 @@ pub fn explain(config: &CredentialProviderConfig, image: &str) -> Explanation {
                 file: source.display().to_string(),
                 runs: patterns.iter().any(|p| p.matches),
                 patterns,
+                record: pull_records::scope(provider),
             }
         })
         .collect();
@@ -77,6 +100,13 @@ pub fn explain(config: &CredentialProviderConfig, image: &str) -> Explanation {
         runs: providers.iter().filter(|p| p.runs).map(|p| p.name.clone()).collect(),
         repository,
         providers,
+        verification: VerificationVerdict {
+            kubelet_config: verification.source.as_ref().map(|p| p.display().to_string()),
+            records: verification.records,
+            policy: verification.policy.name(),
+            allowlisted_by: verification.allowlist.matching(image).map(str::to_owned),
+            says: verification.describe(image),
+        },
     }
 }
 
@@ -109,7 +139,18 @@ impl Explanation {
             for pattern in &provider.patterns {
                 lines.push(format!("  {}: {}", pattern.pattern, pattern.reason));
             }
+            if provider.runs {
+                lines.push(format!("  record: {}", provider.record.describe()));
+            }
         }
+        let config = match &self.verification.kubelet_config {
+            Some(path) => format!("KubeletConfiguration {path}"),
+            None => "kubelet 1.35+ defaults; --kubelet-config reads the node's".to_owned(),
+        };
+        lines.push(format!(
+            "once on the node (imagePullPolicy IfNotPresent or Never; Always pulls every time) [{config}]: {}",
+            self.verification.says
+        ));
         lines
             .iter()
             .map(|line| format!("{}\n", cloud_access::logging::clean_text(line, &[], MAX_ERROR_LINE)))

@@ -9,6 +9,8 @@ use serde::Deserialize;
 mod check;
 mod explain;
 pub mod plugin;
+pub mod pull_records;
+pub mod rbac;
 mod validate;
 mod versions;
 

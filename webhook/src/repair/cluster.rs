@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::plan::{JOURNAL_ANNOTATION, Journal};
-use crate::apiserver::{ApiError, Apiserver, PERSISTENT_VOLUMES, Page};
+use crate::apiserver::{self, ApiError, Apiserver, PERSISTENT_VOLUMES, Page};
 
 /// The field manager of repair's writes.
 pub const FIELD_MANAGER: &str = "pv-topology-webhook-repair";
@@ -152,7 +152,7 @@ impl Cluster {
 
     /// A page of the PVs, for `--all`.
     pub async fn pvs(&self, continue_token: Option<&str>) -> Result<Page<PersistentVolume>, ApiError> {
-        let page = self.apiserver.list(PAGE_SIZE, continue_token).await;
+        let page = apiserver::list(&self.apiserver, PAGE_SIZE, continue_token).await;
         self.counted(page).await
     }
 

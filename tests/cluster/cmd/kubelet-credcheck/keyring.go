@@ -35,6 +35,11 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 type Auth struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
+	// Source is what kubelet's pull records will say of an image pulled with
+	// it: "service-account NAMESPACE/NAME" (credentials from a service-account
+	// token) or "node" (NodePodsAccessible: trackedToImagePullCreds in
+	// pkg/kubelet/images/image_manager.go).
+	Source string `json:"source"`
 }
 
 // Lookup is kubelet's keyring answer for one image.
@@ -259,7 +264,11 @@ func runKeyring(args []string) error {
 			creds, found := keyring.Lookup(repo)
 			l.Found = found
 			for _, c := range creds {
-				l.Auth = append(l.Auth, Auth{Username: c.Username, Password: c.Password})
+				source := "node"
+				if c.Source != nil && c.Source.ServiceAccount != nil {
+					source = "service-account " + c.Source.ServiceAccount.Namespace + "/" + c.Source.ServiceAccount.Name
+				}
+				l.Auth = append(l.Auth, Auth{Username: c.Username, Password: c.Password, Source: source})
 			}
 		}
 		if err := emit(l); err != nil {

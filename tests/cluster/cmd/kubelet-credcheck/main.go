@@ -10,6 +10,10 @@
 //	kubelet-credcheck keyring --config PATH --bin-dir DIR [flags] IMAGE...
 //	    registers the plugins of PATH as kubelet does and prints, per IMAGE,
 //	    the credentials kubelet's keyring returns (one JSON line per IMAGE).
+//	kubelet-credcheck pull-verify < CASES
+//	    kubelet's pull manager (KEP-2535) on each JSON case of stdin: an
+//	    image on the node, its pull record, a pod asking for it; one JSON
+//	    line per case, whether kubelet must pull again first.
 //	kubelet-credcheck match-corpus --out FILE [--seed N] [--patterns N] [--images N]
 //	    generates match patterns and images and records kubelet's
 //	    URLsMatchStr verdict on every pair.
@@ -26,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kubelet-credcheck validate|validate-one|keyring|match-corpus|config-corpus ...")
+		fmt.Fprintln(os.Stderr, "usage: kubelet-credcheck validate|validate-one|keyring|pull-verify|match-corpus|config-corpus ...")
 		os.Exit(2)
 	}
 	var err error
@@ -37,6 +41,8 @@ func main() {
 		err = runValidateOne(os.Args[2:])
 	case "keyring":
 		err = runKeyring(os.Args[2:])
+	case "pull-verify":
+		err = runPullVerify(os.Args[2:])
 	case "match-corpus":
 		err = runMatchCorpus(os.Args[2:])
 	case "config-corpus":

@@ -5,9 +5,9 @@
 //! the file; one kubelet config holding the two shipped token entries,
 //! edited only where their comments and docs/credential-provider.md say:
 //! - `passthrough.yaml` (cacheType Token): matchImages the first registry,
-//!   its audience [`PASSTHROUGH_AUDIENCE`]; the nodes' grant from
-//!   manifests/credential-provider-rbac/passthrough.yaml with the same
-//!   audience. kubelet requests the pod's token for that audience, our
+//!   its audience [`PASSTHROUGH_AUDIENCE`]; the nodes' grant the one
+//!   `check-config --rbac` prints for this kubelet config (and
+//!   `check-config --rbac --node` says MISSING before it, granted after). kubelet requests the pod's token for that audience, our
 //!   plugin hands it on, and the registry's token service (harness
 //!   `TokenRealm`) accepts it only if kube-apiserver's TokenReview validates
 //!   it for that audience and the service account team/app.
@@ -264,13 +264,21 @@ fn kubelet_config(passthrough_host: &str, exchange_host: &str, sts_url: &str) ->
 async fn apply_rbac(client: &kube::Client, file: &str, audience: &str) {
     let path = workspace_root().join("manifests/credential-provider-rbac").join(file);
     let text = std::fs::read_to_string(&path).expect("an RBAC manifest");
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+    create_rbac(client, &text, Some(audience)).await;
+}
+
+/// The ClusterRole and ClusterRoleBinding of `text` (YAML documents), the
+/// role's audiences replaced by `audience` when given.
+async fn create_rbac(client: &kube::Client, text: &str, audience: Option<&str>) {
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let mut object: Value = serde::Deserialize::deserialize(doc).expect("an object");
         match object["kind"].as_str() {
             Some("ClusterRole") => {
                 let rules = object["rules"].as_array_mut().expect("rules");
-                assert_eq!(rules.len(), 1, "{file}: one rule");
-                rules[0]["resources"] = json!([audience]);
+                assert_eq!(rules.len(), 1, "one rule: {text}");
+                if let Some(audience) = audience {
+                    rules[0]["resources"] = json!([audience]);
+                }
                 let role: ClusterRole = serde_json::from_value(object).expect("a ClusterRole");
                 Api::<ClusterRole>::all(client.clone())
                     .create(&PostParams::default(), &role)
@@ -284,9 +292,25 @@ async fn apply_rbac(client: &kube::Client, file: &str, audience: &str) {
                     .await
                     .expect("create the ClusterRoleBinding");
             }
-            other => panic!("{file}: unexpected kind {other:?}"),
+            other => panic!("unexpected kind {other:?}: {text}"),
         }
     }
+}
+
+/// `check-config --rbac` of kubelet's config with `extra` flags: exit
+/// status and stdout.
+fn check_rbac(config: &Path, bin_dir: &Path, extra: &[&str]) -> (i32, String) {
+    let output = std::process::Command::new(provider_binary())
+        .args(["check-config", "--rbac", "--bin-dir"])
+        .arg(bin_dir)
+        .args(extra)
+        .arg(config)
+        .output()
+        .expect("run check-config --rbac");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.is_empty(), "check-config --rbac: {stderr}");
+    (output.status.code().unwrap_or(-1), stdout)
 }
 
 /// Deletes the pod and waits until the apiserver has forgotten it (kubelet
@@ -468,6 +492,29 @@ async fn pods_pull_as_their_service_accounts_with_no_node_wide_secret() {
             )
         });
     eprintln!("control, no grant: kubelet logs: {line}\n  the pod's events: {events:#?}");
+    // check-config's live check says the same of this node: the passthrough
+    // audience missing, the token exchange's (granted above) there.
+    let ops = cluster
+        .user_kubeconfig("ops", &["system:masters"])
+        .expect("the admin's kubeconfig");
+    let live = [
+        "--node",
+        node.name(),
+        "--kubeconfig",
+        ops.to_str().expect("a UTF-8 path"),
+    ];
+    let (status, report) = check_rbac(&config, &plugin.dir, &live);
+    assert_eq!(status, 2, "{report}");
+    let said = |audience: &str| {
+        report
+            .lines()
+            .find(|l| l.starts_with(&format!("{audience}: ")))
+            .unwrap_or_else(|| panic!("no line for {audience}: {report}"))
+            .to_owned()
+    };
+    assert!(said(PASSTHROUGH_AUDIENCE).contains(": MISSING: "), "{report}");
+    assert!(said(STS_AUDIENCE).contains(": granted: "), "{report}");
+    eprintln!("check-config --rbac --node before the grant:\n{report}");
     assert!(line.contains("failed to get service account token"), "{line}");
     wait_pull_failed(&pods, "no-grant").await;
     assert_eq!(
@@ -483,9 +530,13 @@ async fn pods_pull_as_their_service_accounts_with_no_node_wide_secret() {
     // Gone before the grant, so that its retries cannot run the plugin.
     delete_pod(&pods, "no-grant").await;
 
-    // With the shipped grant: the pod's own token, handed on, accepted.
+    // With the grant check-config --rbac prints for kubelet's config (the
+    // shipped file's objects with this config's audiences), applied: the
+    // pod's own token, handed on, accepted.
     let t2 = Instant::now();
-    apply_rbac(&client, "passthrough.yaml", PASSTHROUGH_AUDIENCE).await;
+    let (status, grant) = check_rbac(&config, &plugin.dir, &["--rbac-name", "kubelet-audiences"]);
+    assert_eq!(status, 0, "{grant}");
+    create_rbac(&client, &grant, None).await;
     pods.create(
         &PostParams::default(),
         &pod("passthrough", node.name(), APP, &passthrough_image),
@@ -497,6 +548,8 @@ async fn pods_pull_as_their_service_accounts_with_no_node_wide_secret() {
         .expect("passthrough runs");
     let passthrough_uid = running.metadata.uid.clone().expect("uid");
     let passthrough_time = t2.elapsed();
+    let (status, report) = check_rbac(&config, &plugin.dir, &live);
+    assert_eq!(status, 0, "every audience granted after the pull: {report}");
     assert!(
         passthrough_realm
             .grants()

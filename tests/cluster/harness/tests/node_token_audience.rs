@@ -8,6 +8,14 @@
 //! would) is in place; then it is issued for that audience. An audience no
 //! file grants is still refused, and one the pod's own projected volume
 //! names needs no grant (NodeRestriction's other path).
+//!
+//! `check-config --rbac --node node-a` asks the same apiserver the same
+//! question (a SubjectAccessReview per audience) and agrees with what
+//! NodeRestriction did each time: every shipped config's audience MISSING
+//! (exit 2, with the fix) before its grant, granted (exit 0) after; an
+//! audience a namespace's RoleBinding grants is granted for that namespace's
+//! service accounts only, as the TokenRequest is; a kubeconfig that may not
+//! create SubjectAccessReviews is one line saying so (exit 1).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,6 +24,7 @@ use std::time::{Duration, Instant};
 use cluster_harness::{TestCluster, workspace_root};
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::discovery::{Discovery, Scope};
 use serde::Deserialize;
@@ -26,6 +35,8 @@ const NS: &str = "pullers";
 const SA: &str = "app";
 /// An audience no shipped file grants.
 const NOT_GRANTED: &str = "registry.example.org";
+/// An audience a RoleBinding in [`NS`] grants the nodes.
+const NAMESPACED: &str = "registry.pullers.example";
 /// An audience only the second pod's projected volume names.
 const IN_VOLUME: &str = "vault.example.org";
 
@@ -75,6 +86,44 @@ async fn apply_file(client: &kube::Client, discovery: &Discovery, file: &Path) {
         .await
         .unwrap_or_else(|e| panic!("apply {}: {e}", file.display()));
     }
+}
+
+/// `cloud-credential-provider check-config --rbac --node node-a CONFIG`
+/// with `kubeconfig` and `extra` flags: exit status, stdout, stderr.
+fn live_check(kubeconfig: &Path, config: &Path, extra: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(cluster_harness::provider_binary())
+        .args(["check-config", "--rbac", "--node", NODE, "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(extra)
+        .arg(config)
+        .output()
+        .expect("run cloud-credential-provider");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The live check's line for `audience`, from its stdout.
+fn line_for<'a>(stdout: &'a str, audience: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{audience}: ")))
+        .unwrap_or_else(|| panic!("no line for {audience}: {stdout}"))
+}
+
+/// A config with one passthrough entry whose audience is `audience`.
+fn config_for(dir: &Path, audience: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{audience}.yaml"));
+    let config = format!(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n\
+         - name: cloud-credential-provider\n  matchImages: [\"{audience}\"]\n  defaultCacheDuration: 1m\n\
+         \x20 apiVersion: credentialprovider.kubelet.k8s.io/v1\n  args: [passthrough]\n\
+         \x20 tokenAttributes:\n    serviceAccountTokenAudience: {audience}\n    cacheType: Token\n    requireServiceAccount: true\n"
+    );
+    std::fs::write(&path, config).expect("write a config");
+    path
 }
 
 /// Creates `pod` (bound to node-a) as the admin; its UID.
@@ -224,6 +273,44 @@ async fn nodes_get_the_shipped_audiences_with_the_shipped_rbac_only() {
     }
     eprintln!("refused without the RBAC: {}", node_restriction_refusal("AUDIENCE"));
 
+    // The live check agrees: each shipped config's audience is missing, for
+    // every service account and for this one, with the command that fixes it.
+    let ops = cluster
+        .user_kubeconfig("ops", &["system:masters"])
+        .expect("the admin's kubeconfig");
+    let configs = workspace_root().join("manifests/credential-provider");
+    for (backend, audience) in &audiences {
+        let config = configs.join(format!("{backend}.yaml"));
+        for extra in [&[][..], &["--namespace", NS, "--service-account", SA][..]] {
+            let (status, stdout, stderr) = live_check(&ops, &config, extra);
+            assert_eq!(status, 2, "{backend} {extra:?}: {stdout}{stderr}");
+            let line = line_for(&stdout, audience);
+            assert!(
+                line.starts_with(&format!(
+                    "{audience}: MISSING: system:node:{NODE} may not request tokens for it"
+                )),
+                "{line}"
+            );
+            assert!(
+                stdout.contains(&format!(
+                    "fix: cloud-credential-provider check-config --rbac {} | kubectl apply -f -",
+                    config.display()
+                )),
+                "{stdout}"
+            );
+        }
+    }
+    // Without `create` on subjectaccessreviews: one line saying what is needed.
+    let viewer = cluster.user_kubeconfig("viewer", &[]).expect("a viewer's kubeconfig");
+    let (status, stdout, stderr) = live_check(&viewer, &configs.join("ecr.yaml"), &[]);
+    assert_eq!((status, stdout.as_str()), (1, ""), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("(403 Forbidden)")
+            && stderr.contains("needs `create` on subjectaccessreviews.authorization.k8s.io"),
+        "{stderr}"
+    );
+
     // NodeRestriction's other path: an audience the pod's own projected
     // volume names is issued without any grant.
     let mounter = bound_pod(
@@ -258,6 +345,52 @@ async fn nodes_get_the_shipped_audiences_with_the_shipped_rbac_only() {
     // Still refused: an audience none of them grants.
     let answer = request_token(&node, "puller", &puller, &sa_uid, NOT_GRANTED).await;
     assert_eq!(answer, Err((403, node_restriction_refusal(NOT_GRANTED))));
+    // The live check sees each grant (the tokens above were issued, so RBAC's
+    // caches have it) and still none for NOT_GRANTED.
+    for (backend, audience) in &audiences {
+        let (status, stdout, stderr) = live_check(&ops, &configs.join(format!("{backend}.yaml")), &[]);
+        assert_eq!(status, 0, "{backend}: {stdout}{stderr}");
+        let line = line_for(&stdout, audience);
+        assert!(
+            line.starts_with(&format!("{audience}: granted: system:node:{NODE} may request tokens for it (every service account); the authorizer: RBAC: allowed by ClusterRoleBinding")),
+            "{line}"
+        );
+    }
+    let (status, stdout, _) = live_check(&ops, &config_for(cluster.dir(), NOT_GRANTED), &[]);
+    assert_eq!(status, 2, "{stdout}");
+
+    // A namespace's RoleBinding grants its own service accounts only: the
+    // TokenRequest is issued, and the live check says granted with
+    // --namespace, missing without (a ClusterRoleBinding is what grants all).
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": "pullers-audience"}, "rules": [
+        {"apiGroups": [""], "resources": [NAMESPACED], "verbs": ["request-serviceaccounts-token-audience"]}]}))
+    .expect("a role");
+    Api::<Role>::namespaced(admin.clone(), NS)
+        .create(&pp, &role)
+        .await
+        .expect("the role");
+    let binding: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "pullers-audience"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pullers-audience"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]}))
+    .expect("a binding");
+    Api::<RoleBinding>::namespaced(admin.clone(), NS)
+        .create(&pp, &binding)
+        .await
+        .expect("the binding");
+    let issued = request_until(&node, "puller", &puller, &sa_uid, NAMESPACED, Result::is_ok).await;
+    assert_eq!(issued.expect("the namespace's grant")["aud"], json!([NAMESPACED]));
+    let namespaced = config_for(cluster.dir(), NAMESPACED);
+    let (status, stdout, stderr) = live_check(&ops, &namespaced, &["--namespace", NS, "--service-account", SA]);
+    assert_eq!(status, 0, "{stdout}{stderr}");
+    assert!(
+        line_for(&stdout, NAMESPACED).contains(&format!(
+            "granted: system:node:{NODE} may request tokens for it (service account {NS}/{SA})"
+        )),
+        "{stdout}"
+    );
+    let (status, stdout, _) = live_check(&ops, &namespaced, &[]);
+    assert_eq!(status, 2, "{stdout}");
+    assert!(line_for(&stdout, NAMESPACED).contains("MISSING"), "{stdout}");
     eprintln!(
         "node_token_audience: control plane {started:.1?}, checks {:.1?}",
         t0.elapsed() - started

@@ -1,5 +1,5 @@
-//! The kubeconfig `check --node` reads the Node with, loaded so that no file it
-//! leads to can hang the program or fill its memory: the kubeconfig files
+//! The kubeconfig, loaded so that no file it leads to can hang the program or
+//! fill its memory: the kubeconfig files
 //! themselves (`--kubeconfig`, or `$KUBECONFIG`'s list, or `~/.kube/config`)
 //! and every file they name (certificate authority, client certificate and
 //! key, token file) are read as bounded regular files and inlined before kube
@@ -19,7 +19,8 @@ const REFERENCED_FILE_LIMIT: u64 = 4 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum KubeconfigError {
-    #[error("kubeconfig {file}: {source}")]
+    /// The kubeconfig itself (the error names its path).
+    #[error("cannot read the kubeconfig (--kubeconfig, else $KUBECONFIG or ~/.kube/config): {source}")]
     File {
         file: String,
         #[source]

@@ -1,4 +1,6 @@
-//! The requests `audit` and `repair` make of the apiserver, each bounded: in time
+//! The suite's client for the apiserver (`pv-topology-webhook audit` and `repair`,
+//! `cloud-credential-provider check-config --rbac --node`, `node-ip-helper check
+//! --node`): every request bounded in time
 //! (`--request-timeout`, from connecting to the answer's last byte, so that a server
 //! dripping bytes cannot hold it either), in bytes ([`MAX_PAGE_BYTES`] for a page of a
 //! list, [`MAX_OBJECT_BYTES`] for one object; a declared length is refused before
@@ -21,7 +23,6 @@ use hyper::StatusCode;
 use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, LOCATION, RETRY_AFTER};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::client::{Body, ClientBuilder, ConfigExt as _};
 use serde::Deserialize;
@@ -33,6 +34,7 @@ use cloud_access::http::io_error_kind;
 use cloud_access::logging::{clean_text, error_chain};
 
 pub mod connect;
+pub mod kubeconfig;
 pub mod list;
 
 pub use self::connect::{ConnectError, config};
@@ -54,27 +56,27 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 /// The most characters of the apiserver's message kept in an error line.
 const MESSAGE_LIMIT: usize = 500;
 
-/// The PersistentVolumes' collection.
-pub const PERSISTENT_VOLUMES: &str = "/api/v1/persistentvolumes";
-
 /// Why a request to the apiserver failed; the message is fit for one line.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ApiError {
     /// Connecting or the answer (connect to last byte) took longer than the request
     /// timeout.
-    #[error("timed out: no complete answer within --request-timeout {}", cloud_access::go_duration::format(*.0))]
+    #[error(
+        "timed out: no complete answer within --request-timeout {} (is the `server` of the kubeconfig's cluster reachable from here? --kubeconfig)",
+        cloud_access::go_duration::format(*.0)
+    )]
     Timeout(Duration),
     /// Nothing listens at the server's address: the apiserver is down, or the kubeconfig
     /// names another address.
     #[error(
-        "connection refused (is the apiserver up, and is the `server` of the kubeconfig's cluster right? --kubeconfig, --context)"
+        "connection refused (is the apiserver up, and is the `server` of the kubeconfig's cluster right? --kubeconfig)"
     )]
     ConnectionRefused,
     /// Connecting, TLS, authentication or the connection breaking (the cleaned chain).
     #[error("{0}")]
     Transport(String),
-    #[error("the answer is larger than {} MiB (if the PVs are this large, lower --page-size)", .0 >> 20)]
+    #[error("the answer is larger than {} MiB{}", .0 >> 20, if *.0 == MAX_PAGE_BYTES { " (if the objects are this large, lower --page-size)" } else { "" })]
     TooLarge(usize),
     /// A `metav1.Status` (or a body that is none, its cleaned start, as the message).
     #[error("{message} ({code} {reason})")]
@@ -225,12 +227,6 @@ impl Apiserver {
         self.sent.clean(text, limit)
     }
 
-    /// One page of at most `limit` PersistentVolumes, from `continue_token` on.
-    pub async fn list(&self, limit: u32, continue_token: Option<&str>) -> Result<Page<PersistentVolume>, ApiError> {
-        self.list_page(PERSISTENT_VOLUMES, "PersistentVolumeList", limit, continue_token)
-            .await
-    }
-
     /// One page of at most `limit` items of the list `kind` at `path` (items read as
     /// `T`: a slim view reads only what it needs), from `continue_token` on.
     pub async fn list_page<T: DeserializeOwned + Send + 'static>(
@@ -325,19 +321,6 @@ impl Apiserver {
             .map_err(request_error)?;
         // The answer is the object as marked, or a Status: only its arrival matters.
         self.exchange(request, MAX_OBJECT_BYTES).await.map(drop)
-    }
-
-    /// Merges `labels` into PV `name`'s metadata.labels (nothing else is touched).
-    pub async fn patch_labels(
-        &self,
-        name: &str,
-        labels: &std::collections::BTreeMap<String, String>,
-        field_manager: &str,
-    ) -> Result<(), ApiError> {
-        let patch = serde_json::json!({"metadata": {"labels": labels}});
-        self.merge_patch::<serde::de::IgnoredAny>(PERSISTENT_VOLUMES, "PersistentVolume", name, &patch, field_manager)
-            .await
-            .map(drop)
     }
 
     /// Sends `request` and reads its answer's body, at most `cap` bytes, each attempt
