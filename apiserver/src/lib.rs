@@ -25,7 +25,6 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::client::{Body, ClientBuilder, ConfigExt as _};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 use tower::ServiceExt as _;
@@ -394,19 +393,8 @@ impl Apiserver {
     /// A 4xx or 5xx as the `Status` in its body says, cleaned; a body that is none, by
     /// its status line and the start of the body.
     fn refusal(&self, status: StatusCode, body: &[u8]) -> ApiError {
-        #[derive(Deserialize)]
-        struct Status {
-            #[serde(default)]
-            kind: String,
-            #[serde(default)]
-            message: String,
-            #[serde(default)]
-            reason: String,
-        }
-        let (reason, message) = match serde_json::from_slice::<Status>(body) {
-            Ok(s) if s.kind == "Status" => (s.reason, s.message),
-            _ => (String::new(), String::from_utf8_lossy(body).trim().to_owned()),
-        };
+        let (reason, message) = cloud_access::json::kubernetes_status(body)
+            .unwrap_or_else(|| (String::new(), String::from_utf8_lossy(body).trim().to_owned()));
         let reason = if reason.is_empty() {
             status.canonical_reason().unwrap_or("").to_owned()
         } else {

@@ -8,6 +8,23 @@ pub fn object_from_slice<T: serde::de::DeserializeOwned>(body: &[u8]) -> Option<
     object.then(|| serde_json::from_slice(body).ok()).flatten()
 }
 
+/// The `reason` and `message` of a Kubernetes API `Status` (`kind: Status`), the
+/// body of every refusal the apiserver sends; `None` for any other body.
+pub fn kubernetes_status(body: &[u8]) -> Option<(String, String)> {
+    #[derive(serde::Deserialize)]
+    struct Status {
+        #[serde(default)]
+        kind: String,
+        #[serde(default)]
+        message: String,
+        #[serde(default)]
+        reason: String,
+    }
+    object_from_slice::<Status>(body)
+        .filter(|s| s.kind == "Status")
+        .map(|s| (s.reason, s.message))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -30,5 +47,16 @@ mod tests {
         assert_eq!(object_from_slice::<Pair>(br#"["a", 2]"#), None);
         assert_eq!(object_from_slice::<Pair>(b"not json"), None);
         assert_eq!(object_from_slice::<Pair>(b"{\"name\": 3}"), None);
+    }
+
+    #[test]
+    fn a_status_is_read_and_anything_else_is_not() {
+        let status = br#"{"kind":"Status","apiVersion":"v1","reason":"Forbidden","message":"no","code":403}"#;
+        assert_eq!(
+            kubernetes_status(status),
+            Some(("Forbidden".to_owned(), "no".to_owned()))
+        );
+        assert_eq!(kubernetes_status(br#"{"kind":"Pod","message":"no"}"#), None);
+        assert_eq!(kubernetes_status(b"<html>"), None);
     }
 }

@@ -235,11 +235,12 @@ async fn node_access(
     grant: &kubelet_config::rbac::Grant,
 ) -> Result<Vec<kubelet_config::rbac::AudienceAccess>, Error> {
     use kubelet_config::rbac;
-    let cluster = |e: &dyn std::fmt::Display| Error::Rbac(format!("--rbac --node: {e}"));
-    let config = apiserver_client::config(args.kubeconfig.as_deref(), args.context.as_deref())
-        .await
-        .map_err(|e| cluster(&e))?;
-    let apiserver = apiserver_client::Apiserver::new(config, args.request_timeout).map_err(|e| cluster(&e))?;
+    let cluster = kubelet_config::cluster::Cluster::connect(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+        args.request_timeout,
+    )
+    .map_err(|e| Error::Rbac(format!("--rbac --node: {e}")))?;
     let identity = rbac::NodeIdentity::new(node, &grant.group);
     let scope = rbac::ServiceAccountScope {
         namespace: args.namespace.clone(),
@@ -248,26 +249,17 @@ async fn node_access(
     let mut access = Vec::with_capacity(grant.audiences.len());
     for audience in &grant.audiences {
         let review = rbac::access_review(&identity, audience, &scope);
-        let answer = apiserver
-            .create(
-                SUBJECT_ACCESS_REVIEWS,
-                "SubjectAccessReview",
-                &review,
-                false,
-                "cloud-credential-provider",
-            )
-            .await
-            .map_err(|e| {
-                let hint = if e.is_forbidden() {
-                    " (the kubeconfig's user needs `create` on subjectaccessreviews.authorization.k8s.io)"
-                } else {
-                    ""
-                };
-                Error::Rbac(format!(
-                    "--rbac --node: SubjectAccessReview at {}: {e}{hint}",
-                    apiserver.server()
-                ))
-            })?;
+        let answer: rbac::ReviewAnswer = cluster.create(SUBJECT_ACCESS_REVIEWS, &review).await.map_err(|e| {
+            let hint = if e.ends_with("(403 Forbidden)") {
+                " (the kubeconfig's user needs `create` on subjectaccessreviews.authorization.k8s.io)"
+            } else {
+                ""
+            };
+            Error::Rbac(format!(
+                "--rbac --node: SubjectAccessReview at {}: {e}{hint}",
+                cluster.server()
+            ))
+        })?;
         access.push(rbac::AudienceAccess::from_review(audience, &answer));
     }
     Ok(access)

@@ -346,3 +346,51 @@ fn the_live_check_fails_in_one_line_without_echoing_the_credentials() {
     assert_one_line_failure("refused", &out, "connection refused");
     assert!(out.stderr.contains("--kubeconfig"), "{}", out.stderr);
 }
+
+/// The kubeconfig is read for what the review needs, and what it cannot
+/// use is one line naming the file and the field.
+#[test]
+fn kubeconfigs_the_check_cannot_use_are_named() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let write = |name: &str, user: &str, cluster_extra: &str| {
+        let path = dir.path().join(name);
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:1\n{cluster_extra}\
+             users:\n- name: u\n  user:\n{user}\
+             contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\n"
+        );
+        std::fs::write(&path, text).expect("write");
+        path.display().to_string()
+    };
+    let cases = [
+        (
+            write("exec", "    exec:\n      command: aws\n", ""),
+            "authenticates with an exec plugin or auth-provider",
+        ),
+        (
+            write("proxy", "    token: t\n", "    proxy-url: http://proxy:3128\n"),
+            "proxy-url",
+        ),
+        (
+            write("half", "    client-certificate-data: AAAA\n", ""),
+            "a client certificate needs its key",
+        ),
+        (
+            write("ca", "    token: t\n", "    certificate-authority: /dev/zero\n"),
+            "certificate-authority",
+        ),
+        (
+            write("badca", "    token: t\n", "    certificate-authority-data: '%%%'\n"),
+            "not base64",
+        ),
+    ];
+    for (kubeconfig, want) in &cases {
+        let out = live(kubeconfig, &[]);
+        assert_one_line_failure(kubeconfig, &out, want);
+        assert!(out.stderr.contains("--rbac --node: "), "{}", out.stderr);
+    }
+    let ok = write("ok", "    token: t\n", "");
+    let out = live(&ok, &["--context", "nope"]);
+    assert_one_line_failure("context", &out, "no context \"nope\"");
+}

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod check;
+pub mod cluster;
 mod explain;
 pub mod plugin;
 pub mod pull_records;

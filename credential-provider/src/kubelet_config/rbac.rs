@@ -15,10 +15,8 @@
 //! config; [`access_review`] asks the apiserver the question NodeRestriction
 //! asks, and [`AudienceAccess`] reads its answer.
 
-use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use super::CredentialProviderConfig;
 
@@ -64,40 +62,25 @@ pub struct Grant {
 }
 
 impl Grant {
-    pub fn role(&self) -> ClusterRole {
-        ClusterRole {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                ..ObjectMeta::default()
-            },
-            rules: Some(vec![PolicyRule {
-                api_groups: Some(vec![String::new()]),
-                resources: Some(self.audiences.clone()),
-                verbs: vec![VERB.to_owned()],
-                ..PolicyRule::default()
-            }]),
-            ..ClusterRole::default()
-        }
+    /// The ClusterRole (rbac.authorization.k8s.io/v1).
+    pub fn role(&self) -> Value {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": self.name},
+            "rules": [{"apiGroups": [""], "resources": self.audiences, "verbs": [VERB]}],
+        })
     }
 
-    pub fn binding(&self) -> ClusterRoleBinding {
-        ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                ..ObjectMeta::default()
-            },
-            role_ref: RoleRef {
-                api_group: RBAC_GROUP.to_owned(),
-                kind: "ClusterRole".to_owned(),
-                name: self.name.clone(),
-            },
-            subjects: Some(vec![Subject {
-                api_group: Some(RBAC_GROUP.to_owned()),
-                kind: "Group".to_owned(),
-                name: self.group.clone(),
-                namespace: None,
-            }]),
-        }
+    /// The ClusterRoleBinding of [`Grant::role`] to the group.
+    pub fn binding(&self) -> Value {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": self.name},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": self.name},
+            "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": self.group}],
+        })
     }
 
     /// The two objects as YAML documents for `kubectl apply -f -`.
@@ -154,26 +137,40 @@ pub struct ServiceAccountScope {
     pub name: Option<String>,
 }
 
-/// The SubjectAccessReview of NodeRestriction's question: may the node
-/// request tokens for `audience` of the service account in `scope`.
-pub fn access_review(identity: &NodeIdentity, audience: &str, scope: &ServiceAccountScope) -> SubjectAccessReview {
-    SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(identity.user()),
-            groups: Some(identity.groups.clone()),
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(VERB.to_owned()),
-                group: Some(String::new()),
-                version: Some("v1".to_owned()),
-                resource: Some(audience.to_owned()),
-                namespace: scope.namespace.clone(),
-                name: scope.name.clone(),
-                ..ResourceAttributes::default()
-            }),
-            ..SubjectAccessReviewSpec::default()
-        },
-        ..SubjectAccessReview::default()
+/// The SubjectAccessReview (authorization.k8s.io/v1) of NodeRestriction's
+/// question: may the node request tokens for `audience` of the service
+/// account in `scope`.
+pub fn access_review(identity: &NodeIdentity, audience: &str, scope: &ServiceAccountScope) -> Value {
+    let mut attributes = json!({"verb": VERB, "group": "", "version": "v1", "resource": audience});
+    if let Some(namespace) = &scope.namespace {
+        attributes["namespace"] = json!(namespace);
     }
+    if let Some(name) = &scope.name {
+        attributes["name"] = json!(name);
+    }
+    json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {"user": identity.user(), "groups": identity.groups, "resourceAttributes": attributes},
+    })
+}
+
+/// The part of a SubjectAccessReview's answer the check reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ReviewAnswer {
+    #[serde(default)]
+    pub status: Option<ReviewStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewStatus {
+    #[serde(default)]
+    pub allowed: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub evaluation_error: Option<String>,
 }
 
 /// The apiserver's answer for one audience.
@@ -192,7 +189,7 @@ pub struct AudienceAccess {
 impl AudienceAccess {
     /// Read from the review's answer; text from the apiserver is cleaned and
     /// bounded for one line.
-    pub fn from_review(audience: &str, answer: &SubjectAccessReview) -> Self {
+    pub fn from_review(audience: &str, answer: &ReviewAnswer) -> Self {
         let status = answer.status.as_ref();
         let text = |s: Option<&String>| cloud_access::logging::clean_text(s.map_or("", String::as_str), &[], 300);
         AudienceAccess {
@@ -279,7 +276,6 @@ impl AccessReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::authorization::v1::SubjectAccessReviewStatus;
 
     fn grant() -> Grant {
         Grant {
@@ -333,7 +329,9 @@ mod tests {
             namespace: Some("team".to_owned()),
             name: Some("app".to_owned()),
         };
-        let review = serde_json::to_value(access_review(&identity, "sts.amazonaws.com", &scope)).expect("JSON");
+        let review = access_review(&identity, "sts.amazonaws.com", &scope);
+        assert_eq!(review["kind"], "SubjectAccessReview");
+        assert_eq!(review["apiVersion"], "authorization.k8s.io/v1");
         assert_eq!(
             review["spec"],
             serde_json::json!({
@@ -350,13 +348,12 @@ mod tests {
 
     #[test]
     fn the_report_names_each_missing_audience_and_the_fix() {
-        let answer = |allowed: bool, reason: &str| SubjectAccessReview {
-            status: Some(SubjectAccessReviewStatus {
+        let answer = |allowed: bool, reason: &str| ReviewAnswer {
+            status: Some(ReviewStatus {
                 allowed,
                 reason: Some(reason.to_owned()),
-                ..SubjectAccessReviewStatus::default()
+                ..ReviewStatus::default()
             }),
-            ..SubjectAccessReview::default()
         };
         let report = AccessReport {
             config: "c.yaml".to_owned(),
@@ -367,7 +364,7 @@ mod tests {
             audiences: vec![
                 AudienceAccess::from_review("a.example", &answer(true, "RBAC: allowed by ClusterRoleBinding \"x\"")),
                 AudienceAccess::from_review("b.example", &answer(false, "\u{1b}[31m")),
-                AudienceAccess::from_review("c.example", &SubjectAccessReview::default()),
+                AudienceAccess::from_review("c.example", &ReviewAnswer::default()),
             ],
             fix: "cloud-credential-provider check-config --rbac c.yaml | kubectl apply -f -".to_owned(),
         };
