@@ -399,10 +399,10 @@ mod tests {
             ("reg.io/app:1", "neither tag nor digest"),
             ("", "too short"),
         ] {
-            let error = Allowlist::parse(&[bad.to_owned()]).unwrap_err();
+            let error = Allowlist::parse(&[bad.to_owned()]).expect_err("refused");
             assert!(error.contains(why), "{bad:?}: {error}");
         }
-        let list = Allowlist::parse(&["reg.io/team/*".to_owned(), "nginx".to_owned()]).unwrap();
+        let list = Allowlist::parse(&["reg.io/team/*".to_owned(), "nginx".to_owned()]).expect("test setup");
         assert_eq!(list.matching("reg.io/team/app:1"), Some("reg.io/team/*"));
         assert_eq!(list.matching("reg.io/team"), None, "the prefix keeps its slash");
         assert_eq!(list.matching("nginx:1.27"), Some("nginx"));
@@ -438,7 +438,7 @@ mod tests {
                 "{policy:?} {record:?} {pod:?}"
             );
         }
-        let listed = Allowlist::parse(&["reg.io/team/*".to_owned()]).unwrap();
+        let listed = Allowlist::parse(&["reg.io/team/*".to_owned()]).expect("test setup");
         assert!(!must_pull_again(
             NeverVerifyAllowlistedImages,
             &listed,
@@ -450,21 +450,21 @@ mod tests {
 
     #[test]
     fn a_kubelet_configuration_is_read_as_kubelet_validates_it() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("test setup");
         let write = |text: &str| {
             let path = dir.path().join("kubelet.yaml");
             std::fs::write(
                 &path,
                 format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{text}"),
             )
-            .unwrap();
+            .expect("test setup");
             path
         };
         let read = |text: &str| read_kubelet_config(&write(text));
-        assert_eq!(read("").unwrap().policy, Policy::NeverVerifyPreloadedImages);
-        let allow = read("imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\npreloadedImagesVerificationAllowlist: [\"reg.io/base/*\"]\n").unwrap();
+        assert_eq!(read("").expect("test setup").policy, Policy::NeverVerifyPreloadedImages);
+        let allow = read("imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\npreloadedImagesVerificationAllowlist: [\"reg.io/base/*\"]\n").expect("test setup");
         assert_eq!(allow.allowlist.matching("reg.io/base/debian:12"), Some("reg.io/base/*"));
-        let off = read("featureGates:\n  KubeletEnsureSecretPulledImages: false\n").unwrap();
+        let off = read("featureGates:\n  KubeletEnsureSecretPulledImages: false\n").expect("test setup");
         assert!(!off.records);
         for (text, want) in [
             (
@@ -484,15 +484,15 @@ mod tests {
                 "with the feature gate KubeletEnsureSecretPulledImages off",
             ),
         ] {
-            let error = read(text).unwrap_err().to_string();
+            let error = read(text).expect_err("refused").to_string();
             assert!(error.starts_with("--kubelet-config "), "{error}");
             assert!(error.contains(want), "{text:?}: {error}");
         }
         let path = dir.path().join("other.yaml");
-        std::fs::write(&path, "apiVersion: v1\nkind: ConfigMap\n").unwrap();
+        std::fs::write(&path, "apiVersion: v1\nkind: ConfigMap\n").expect("test setup");
         assert!(
             read_kubelet_config(&path)
-                .unwrap_err()
+                .expect_err("refused")
                 .to_string()
                 .contains("not a kubelet.config.k8s.io/v1beta1 KubeletConfiguration")
         );
