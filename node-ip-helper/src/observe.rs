@@ -231,9 +231,9 @@ pub async fn read_node(
     let (reached, reason) = match answer {
         Ok(Some(node)) => return Ok(node),
         Ok(None) => (true, "no such Node: has kubelet registered it?".to_owned()),
-        Err(error) if error.is_forbidden() => (
+        Err(ApiError::Status { code: 403, message, .. }) => (
             true,
-            format!("{error}: a node's own identity (system:node:NAME) may read only its own Node"),
+            format!("forbidden ({message}): a node's own identity (system:node:NAME) may read only its own Node"),
         ),
         Err(error @ (ApiError::Timeout(_) | ApiError::ConnectionRefused | ApiError::Transport(_))) => {
             (false, error.to_string())
