@@ -169,8 +169,7 @@ async fn rbac(
             suite_program::shell::shell_word(&path.to_string_lossy())
         )));
     }
-    let config = kubelet_config::load(path)?;
-    let audiences = rbac::audiences(&config);
+    let audiences = report.audiences.clone();
     if audiences.is_empty() {
         // Nothing to apply or to ask: said as YAML's comment, or an empty List.
         let text = match args.output.format {
@@ -196,7 +195,8 @@ async fn rbac(
         write_all(stdout, text.as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     };
-    let access = node_access(&args.rbac, node, &grant).await?;
+    let identity = rbac::NodeIdentity::new(node, &grant.group);
+    let access = node_access(&args.rbac, &identity, &grant).await?;
     let mut fix = format!(
         "cloud-credential-provider check-config --rbac {}",
         suite_program::shell::shell_word(&path.to_string_lossy())
@@ -214,7 +214,6 @@ async fn rbac(
         ));
     }
     fix.push_str(" | kubectl apply -f -");
-    let identity = rbac::NodeIdentity::new(node, &grant.group);
     let report = rbac::AccessReport {
         config: path.display().to_string(),
         user: identity.user(),
@@ -231,7 +230,7 @@ async fn rbac(
 /// One SubjectAccessReview per audience, as NodeRestriction would ask.
 async fn node_access(
     args: &cli::RbacArgs,
-    node: &str,
+    identity: &kubelet_config::rbac::NodeIdentity,
     grant: &kubelet_config::rbac::Grant,
 ) -> Result<Vec<kubelet_config::rbac::AudienceAccess>, Error> {
     use kubelet_config::rbac;
@@ -241,16 +240,15 @@ async fn node_access(
         args.request_timeout,
     )
     .map_err(|e| Error::Rbac(format!("--rbac --node: {e}")))?;
-    let identity = rbac::NodeIdentity::new(node, &grant.group);
     let scope = rbac::ServiceAccountScope {
         namespace: args.namespace.clone(),
         name: args.service_account.clone(),
     };
     let mut access = Vec::with_capacity(grant.audiences.len());
     for audience in &grant.audiences {
-        let review = rbac::access_review(&identity, audience, &scope);
+        let review = rbac::access_review(identity, audience, &scope);
         let answer: rbac::ReviewAnswer = cluster.create(SUBJECT_ACCESS_REVIEWS, &review).await.map_err(|e| {
-            let hint = if e.ends_with("(403 Forbidden)") {
+            let hint = if e.status == Some(403) {
                 " (the kubeconfig's user needs `create` on subjectaccessreviews.authorization.k8s.io)"
             } else {
                 ""

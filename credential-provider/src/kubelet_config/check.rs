@@ -79,6 +79,10 @@ pub struct CheckReport {
     /// Whether the config was decoded (kubelet's rules applied).
     #[serde(skip)]
     decoded: bool,
+    /// The audiences kubelet will request tokens for ([`super::rbac::audiences`]),
+    /// read with the config: what `--rbac` grants.
+    #[serde(skip)]
+    pub audiences: Vec<String>,
 }
 
 /// Reads, validates and judges the config at `path`.
@@ -95,6 +99,7 @@ pub fn check(path: &Path, options: &CheckOptions) -> CheckReport {
             providers: 0,
             warnings: Vec::new(),
             decoded: false,
+            audiences: Vec::new(),
             problems: vec![Problem {
                 field: match &error {
                     ConfigError::Field { field, .. } => Some(field.clone()),
@@ -122,6 +127,7 @@ pub fn check(path: &Path, options: &CheckOptions) -> CheckReport {
                 problems,
                 warnings,
                 decoded: true,
+                audiences: super::rbac::audiences(&config),
             }
         }
     }

@@ -108,6 +108,27 @@ struct Context {
     user: String,
 }
 
+/// Why a request failed: the apiserver's status when it answered, and one
+/// line for the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestError {
+    pub status: Option<u16>,
+    pub message: String,
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for RequestError {
+    /// No answer from the apiserver (or none it meant: the transport's).
+    fn from(message: String) -> Self {
+        RequestError { status: None, message }
+    }
+}
+
 /// The cluster a request goes to, and how it authenticates.
 pub struct Cluster {
     server: url::Url,
@@ -339,7 +360,7 @@ impl Cluster {
     }
 
     /// POSTs `object` to the collection `path`; the answer as `T`.
-    pub async fn create<T: DeserializeOwned>(&self, path: &str, object: &serde_json::Value) -> Result<T, String> {
+    pub async fn create<T: DeserializeOwned>(&self, path: &str, object: &serde_json::Value) -> Result<T, RequestError> {
         let url = self.server.join(path).map_err(|e| e.to_string())?;
         let mut request = self.client.post(url).json(object);
         if let Some(token) = &self.bearer {
@@ -372,10 +393,13 @@ impl Cluster {
             } else {
                 &reason
             };
-            return Err(format!("{} ({} {})", clean(&message), status.as_u16(), clean(reason)));
+            return Err(RequestError {
+                status: Some(status.as_u16()),
+                message: format!("{} ({} {})", clean(&message), status.as_u16(), clean(reason)),
+            });
         }
         serde_json::from_slice(&body)
-            .map_err(|e| format!("the answer is not the object asked for: {}", clean(&e.to_string())))
+            .map_err(|e| format!("the answer is not the object asked for: {}", clean(&e.to_string())).into())
     }
 
     fn timed_out(&self) -> String {
