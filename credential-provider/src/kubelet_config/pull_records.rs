@@ -65,17 +65,22 @@ impl Policy {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Allowlist {
     patterns: Vec<String>,
+    /// Each pattern as kubelet normalizes it, read once.
+    #[serde(skip)]
+    normalized: Vec<(String, bool)>,
 }
 
 impl Allowlist {
     /// The patterns as kubelet's validation takes them
     /// (`getAllowlistImagePattern`); the first it refuses, with the reason.
     pub fn parse(patterns: &[String]) -> Result<Allowlist, String> {
-        for pattern in patterns {
-            allowlist_pattern(pattern)?;
-        }
+        let normalized = patterns
+            .iter()
+            .map(|p| allowlist_pattern(p))
+            .collect::<Result<_, _>>()?;
         Ok(Allowlist {
             patterns: patterns.to_vec(),
+            normalized,
         })
     }
 
@@ -84,12 +89,15 @@ impl Allowlist {
         let name = without_tag_or_digest(image).unwrap_or_else(|_| image.to_owned());
         self.patterns
             .iter()
-            .map(String::as_str)
-            .find(|pattern| match allowlist_pattern(pattern) {
-                Ok((prefix, true)) => name.starts_with(&prefix),
-                Ok((exact, false)) => name == exact,
-                Err(_) => false,
+            .zip(&self.normalized)
+            .find(|(_, (normal, wildcard))| {
+                if *wildcard {
+                    name.starts_with(normal.as_str())
+                } else {
+                    name == *normal
+                }
             })
+            .map(|(pattern, _)| pattern.as_str())
     }
 
     pub fn is_empty(&self) -> bool {
