@@ -84,6 +84,39 @@ pub enum Command {
     CheckConfig(Box<CheckConfigArgs>),
 }
 
+impl Command {
+    /// The registry mirrors a backend's command line configures (acr's own
+    /// --registry-mirror among them); `None` for the operator tools.
+    pub fn mirror_settings(&self) -> Option<crate::mirror::MirrorSettings> {
+        Some(match self {
+            Command::Static(args) => args.mirror.settings(),
+            Command::Passthrough(args) => args.mirror.settings(),
+            Command::TokenExchange(args) => args.mirror.settings(),
+            Command::Ecr(args) => args.mirror.settings(),
+            Command::Gcp(args) => args.mirror.settings(),
+            Command::Acr(args) => crate::mirror::MirrorSettings {
+                mirrors: args
+                    .mirror
+                    .mirrors
+                    .iter()
+                    .map(|m| crate::mirror::RegistryMirror {
+                        source: crate::mirror::Location {
+                            host: m.source.clone(),
+                            path: String::new(),
+                        },
+                        target: crate::mirror::Location {
+                            host: m.target.clone(),
+                            path: String::new(),
+                        },
+                    })
+                    .collect(),
+                ..args.runtime_mirrors.settings()
+            },
+            Command::Explain(_) | Command::CheckConfig(_) => return None,
+        })
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct StaticArgs {
     /// Docker config.json whose "auths" entries hold the credentials
@@ -94,6 +127,71 @@ pub struct StaticArgs {
     /// 1h0m0s). Unset: the provider's defaultCacheDuration applies.
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_CACHE_DURATION", value_parser = duration::non_negative, value_name = "DURATION")]
     pub cache_duration: Option<Duration>,
+    #[command(flatten)]
+    pub mirror: MirrorArgs,
+}
+
+/// Registry mirrors, for every backend (acr takes its own --registry-mirror,
+/// as acr-credential-provider does, and these runtime files).
+#[derive(Debug, Args)]
+pub struct MirrorArgs {
+    /// Mirror SRC:DST, each host[:port][/path] (repeatable, or
+    /// comma-separated): an image under SRC is pulled through DST, so it is
+    /// answered with the credentials for the image on DST, under SRC.
+    #[arg(
+        long = "registry-mirror",
+        env = "CLOUD_CREDENTIAL_PROVIDER_REGISTRY_MIRRORS",
+        value_delimiter = ',',
+        value_parser = parse_registry_mirror,
+        value_name = "SRC:DST"
+    )]
+    pub mirrors: Vec<crate::mirror::RegistryMirror>,
+    #[command(flatten)]
+    pub runtime: RuntimeMirrorArgs,
+}
+
+/// The container runtime's own mirror config, read at every request.
+#[derive(Debug, Args)]
+pub struct RuntimeMirrorArgs {
+    /// containerd's registry host directories (its config_path, such as
+    /// /etc/containerd/certs.d; ':'-separated): an image whose registry's
+    /// hosts.toml names a mirror is answered with the mirror's credentials.
+    #[arg(
+        long,
+        env = "CLOUD_CREDENTIAL_PROVIDER_CONTAINERD_HOSTS_DIR",
+        value_delimiter = ':',
+        value_name = "DIR[:DIR]"
+    )]
+    pub containerd_hosts_dir: Vec<PathBuf>,
+    /// CRI-O's registries.conf (such as /etc/containers/registries.conf):
+    /// an image whose [[registry]] has mirrors is answered with the first
+    /// mirror's credentials.
+    #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_REGISTRIES_CONF", value_name = "FILE")]
+    pub registries_conf: Option<PathBuf>,
+}
+
+impl MirrorArgs {
+    pub fn settings(&self) -> crate::mirror::MirrorSettings {
+        crate::mirror::MirrorSettings {
+            mirrors: self.mirrors.clone(),
+            ..self.runtime.settings()
+        }
+    }
+}
+
+impl RuntimeMirrorArgs {
+    pub fn settings(&self) -> crate::mirror::MirrorSettings {
+        crate::mirror::MirrorSettings {
+            mirrors: Vec::new(),
+            containerd_hosts_dirs: self.containerd_hosts_dir.clone(),
+            registries_conf: self.registries_conf.clone(),
+        }
+    }
+}
+
+fn parse_registry_mirror(text: &str) -> Result<crate::mirror::RegistryMirror, String> {
+    crate::mirror::parse_mirror(text)
+        .map_err(|problem| format!("{text:?} is not SRC:DST (host[:port][/path] each): {problem}"))
 }
 
 #[derive(Debug, Args)]
@@ -111,6 +209,8 @@ pub struct PassthroughArgs {
     pub username: String,
     #[command(flatten)]
     pub expiry: ExpiryArgs,
+    #[command(flatten)]
+    pub mirror: MirrorArgs,
 }
 
 #[derive(Debug, Args)]
@@ -149,6 +249,8 @@ pub struct TokenExchangeArgs {
     pub timeout: Duration,
     #[command(flatten)]
     pub expiry: ExpiryArgs,
+    #[command(flatten)]
+    pub mirror: MirrorArgs,
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +281,8 @@ pub struct EcrArgs {
     /// Deadline of the whole login, below kubelet's 1m kill (at most 50s).
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", value_parser = parse_timeout, default_value = "20s", value_name = "DURATION")]
     pub timeout: Duration,
+    #[command(flatten)]
+    pub mirror: MirrorArgs,
 }
 
 #[derive(Debug, Args)]
@@ -206,6 +310,8 @@ pub struct GcpArgs {
     /// Deadline of the whole answer, below kubelet's 1m kill (at most 50s).
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_TIMEOUT", value_parser = parse_timeout, default_value = "20s", value_name = "DURATION")]
     pub timeout: Duration,
+    #[command(flatten)]
+    pub mirror: MirrorArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -302,6 +408,17 @@ pub struct ExplainArgs {
     /// (NeverVerifyPreloadedImages, records on).
     #[arg(long, env = "CLOUD_CREDENTIAL_PROVIDER_KUBELET_CONFIG", value_name = "FILE")]
     pub kubelet_config: Option<PathBuf>,
+    /// kubelet's --image-credential-provider-bin-dir: the entries whose
+    /// binary there is this plugin (under any name) say the registry mirror
+    /// the image is pulled through. Unset: the entries named
+    /// cloud-credential-provider.
+    #[arg(
+        long,
+        visible_alias = "image-credential-provider-bin-dir",
+        env = "CLOUD_CREDENTIAL_PROVIDER_BIN_DIR",
+        value_name = "DIR"
+    )]
+    pub bin_dir: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
     /// `[PATH] IMAGE`: the config (unless --config names it), then the image

@@ -11,10 +11,11 @@ pub mod image;
 pub mod jwt;
 pub mod kubelet_config;
 pub mod matching;
+pub mod mirror;
 pub mod protocol;
 
 use backend::{
-    AcrBackend, BackendError, CredentialBackend, EcrBackend, GcpBackend, PassthroughBackend, StaticBackend,
+    AcrBackend, BackendError, CredentialBackend, EcrBackend, GcpBackend, Mirrored, PassthroughBackend, StaticBackend,
     TokenExchangeBackend, acr::AcrSettings, ecr::EcrSettings, gcp::GcpSettings, token_exchange::ExchangeSettings,
 };
 use cli::{AcrArgs, Cli, Command, GcpArgs};
@@ -63,20 +64,30 @@ pub enum Error {
 /// `stdin`; only a complete answer is written to `stdout`.
 pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitCode, Error> {
     // check-config's child: the command line parsed, nothing more.
-    if kubelet_config::plugin::check_only_requested() {
-        return kubelet_config::plugin::check_only(&cli.command).map_err(Error::Usage);
+    // explain's child: the mirror of its image under this command line.
+    match kubelet_config::plugin::child_mode() {
+        Some(kubelet_config::plugin::ChildMode::Check) => {
+            return kubelet_config::plugin::check_only(&cli.command).map_err(Error::Usage);
+        }
+        Some(kubelet_config::plugin::ChildMode::Mirror) => {
+            return kubelet_config::plugin::mirror_only(&cli.command, stdout).map_err(Error::Usage);
+        }
+        None => {}
     }
     match cli.command {
         Command::Static(args) => {
+            let mirrors = args.mirror.settings();
             let backend = StaticBackend::new(args.docker_config, args.cache_duration);
-            serve_request(&backend, stdin, stdout).await
+            serve_request(&Mirrored::new(backend, mirrors), stdin, stdout).await
         }
         Command::Passthrough(args) => {
+            let mirrors = args.mirror.settings();
             let backend = PassthroughBackend::new(args.username, args.expiry.expiry_margin);
-            serve_request(&backend, stdin, stdout).await
+            serve_request(&Mirrored::new(backend, mirrors), stdin, stdout).await
         }
         Command::TokenExchange(args) => {
             let args = *args;
+            let mirrors = args.mirror.settings();
             let backend = TokenExchangeBackend::new(ExchangeSettings {
                 endpoint: args.token_endpoint,
                 username: args.username,
@@ -90,9 +101,10 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
                 expiry_margin: args.expiry.expiry_margin,
             })
             .map_err(BackendError::from)?;
-            serve_request(&backend, stdin, stdout).await
+            serve_request(&Mirrored::new(backend, mirrors), stdin, stdout).await
         }
         Command::Ecr(args) => {
+            let mirrors = args.mirror.settings();
             let backend = EcrBackend::new(EcrSettings {
                 role_annotations: args.role_annotations,
                 allowed_accounts: args.allowed_accounts,
@@ -101,15 +113,17 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
                 aws: cloud_access::aws::AwsConfig::from_env(),
             })
             .map_err(BackendError::from)?;
-            serve_request(&backend, stdin, stdout).await
+            serve_request(&Mirrored::new(backend, mirrors), stdin, stdout).await
         }
         Command::Gcp(args) => {
+            let mirrors = args.mirror.settings();
             let backend = GcpBackend::new(gcp_settings(*args).map_err(BackendError::from)?);
-            serve_request(&backend, stdin, stdout).await
+            serve_request(&Mirrored::new(backend, mirrors), stdin, stdout).await
         }
         Command::Acr(args) => {
+            let mirrors = args.runtime_mirrors.settings();
             let backend = AcrBackend::new(acr_settings(*args));
-            serve_request(&backend, stdin, stdout).await
+            serve_request(&Mirrored::new(backend, mirrors), stdin, stdout).await
         }
         Command::Explain(args) => {
             let (config, image) = args.config_and_image().map_err(Error::Usage)?;
@@ -126,7 +140,24 @@ pub async fn run(cli: Cli, stdin: impl Read, stdout: impl Write) -> Result<ExitC
                 }
                 None => kubelet_config::pull_records::Verification::default(),
             };
-            let explanation = kubelet_config::explain(&config, &image, &verification);
+            let exe = kubelet_config::plugin::this_exe();
+            let explanation = kubelet_config::explain(&config, &image, &verification).with_mirrors(
+                &config,
+                |provider, repository| {
+                    use kubelet_config::plugin::{Binary, PLUGIN_NAME, find_binary, mirror_of};
+                    let this_plugin = match &args.bin_dir {
+                        Some(dir) => find_binary(dir, &provider.name, exe.as_deref()) == Binary::ThisPlugin,
+                        None => provider.name == PLUGIN_NAME,
+                    };
+                    if !this_plugin {
+                        return None;
+                    }
+                    Some(match &exe {
+                        Some(exe) => mirror_of(provider, exe, repository),
+                        None => Err("cannot find this binary (/proc/self/exe) to read the entry's mirrors with".into()),
+                    })
+                },
+            );
             write_all(stdout, explanation.render(args.output.format).as_bytes())?;
             Ok(explanation.exit_code())
         }

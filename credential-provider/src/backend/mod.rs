@@ -15,6 +15,7 @@ pub mod acr;
 mod cache_window;
 pub mod ecr;
 pub mod gcp;
+pub mod mirrored;
 pub mod passthrough;
 mod pod_token;
 pub mod static_file;
@@ -28,6 +29,7 @@ pub use timeout::{TimedOut, within_timeout};
 pub use acr::{AcrBackend, AcrError};
 pub use ecr::{EcrBackend, EcrError};
 pub use gcp::{GcpBackend, GcpBackendError};
+pub use mirrored::{Mirrored, MirroredError};
 pub use passthrough::{PassthroughBackend, PassthroughError};
 pub use static_file::{DockerConfigError, StaticBackend};
 pub use token_exchange::{TokenExchangeBackend, TokenExchangeError};
@@ -59,4 +61,6 @@ pub enum BackendError {
     Gcp(#[from] GcpBackendError),
     #[error(transparent)]
     Acr(#[from] AcrError),
+    #[error(transparent)]
+    Mirrored(#[from] MirroredError),
 }

@@ -20,6 +20,9 @@ pub struct AcrArgs {
     pub config: AcrConfigArgs,
     #[command(flatten)]
     pub mirror: AcrMirrorArgs,
+    /// containerd's or CRI-O's mirrors, as for every backend.
+    #[command(flatten)]
+    pub runtime_mirrors: super::RuntimeMirrorArgs,
     #[command(flatten)]
     pub workload_identity: AcrWorkloadIdentityArgs,
     #[command(flatten)]

@@ -11,6 +11,7 @@ use super::pull_records::{self, Scope, Verification};
 use crate::MAX_ERROR_LINE;
 use crate::cli::OutputFormat;
 use crate::matching;
+use crate::mirror::Mirroring;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Explanation {
@@ -47,6 +48,12 @@ pub struct ProviderVerdict {
     pub patterns: Vec<PatternVerdict>,
     /// What kubelet records of an image pulled with its credentials.
     pub record: Scope,
+    /// The registry mirror the image is pulled through under this entry's
+    /// command line (entries that run this plugin; `null`: none).
+    pub mirror: Option<Mirroring>,
+    /// Why the entry's mirrors could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -92,6 +99,8 @@ pub fn explain(config: &CredentialProviderConfig, image: &str, verification: &Ve
                 runs: patterns.iter().any(|p| p.matches),
                 patterns,
                 record: pull_records::scope(provider),
+                mirror: None,
+                mirror_error: None,
             }
         })
         .collect();
@@ -111,6 +120,26 @@ pub fn explain(config: &CredentialProviderConfig, image: &str, verification: &Ve
 }
 
 impl Explanation {
+    /// Each running provider's mirror, from `lookup` (`None`: an entry
+    /// whose mirrors cannot be known, such as another plugin's).
+    pub fn with_mirrors(
+        mut self,
+        config: &CredentialProviderConfig,
+        lookup: impl Fn(&super::Provider, &str) -> Option<Result<Option<Mirroring>, String>>,
+    ) -> Self {
+        for (verdict, provider) in self.providers.iter_mut().zip(&config.providers) {
+            if !verdict.runs {
+                continue;
+            }
+            match lookup(provider, &self.repository) {
+                Some(Ok(mirror)) => verdict.mirror = mirror,
+                Some(Err(error)) => verdict.mirror_error = Some(error),
+                None => {}
+            }
+        }
+        self
+    }
+
     /// 0 when a provider runs, 2 when none does.
     pub fn exit_code(&self) -> std::process::ExitCode {
         std::process::ExitCode::from(if self.runs.is_empty() { 2 } else { 0 })
@@ -140,6 +169,12 @@ impl Explanation {
                 lines.push(format!("  {}: {}", pattern.pattern, pattern.reason));
             }
             if provider.runs {
+                if let Some(mirror) = &provider.mirror {
+                    lines.push(format!("  mirror: {}", mirror.describe()));
+                }
+                if let Some(error) = &provider.mirror_error {
+                    lines.push(format!("  mirror: cannot tell: {error}"));
+                }
                 lines.push(format!("  record: {}", provider.record.describe()));
             }
         }

@@ -19,6 +19,7 @@ use clap::CommandFactory;
 
 use super::Provider;
 use crate::cli::{Cli, Command as Subcommand};
+use crate::mirror::Mirroring;
 
 /// The name kubelet runs this plugin by, unless linked under another.
 pub const PLUGIN_NAME: &str = "cloud-credential-provider";
@@ -123,9 +124,102 @@ pub fn check_only(command: &Subcommand) -> Result<std::process::ExitCode, String
     ))
 }
 
-/// Whether the child is to stop after parsing.
-pub fn check_only_requested() -> bool {
-    std::env::var_os(CHECK_ONLY_VARIABLE).is_some_and(|v| v == CHECK_ONLY_VALUE)
+/// [`CHECK_ONLY_VARIABLE`]'s value for `explain`'s child: the command line
+/// parsed, it prints the mirror (JSON, `null` for none) the image in
+/// [`EXPLAIN_IMAGE_VARIABLE`] is pulled through, and stops with
+/// [`CHECK_ONLY_EXIT`].
+pub const MIRROR_ONLY_VALUE: &str = "explain-mirror";
+pub const EXPLAIN_IMAGE_VARIABLE: &str = "CLOUD_CREDENTIAL_PROVIDER_EXPLAIN_IMAGE";
+
+/// What a child run by `check-config` or `explain` is to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildMode {
+    /// Stop once the command line is parsed.
+    Check,
+    /// Say the mirror of `explain`'s image.
+    Mirror,
+}
+
+/// The child's mode, `None` when kubelet (or anyone else) runs the plugin.
+pub fn child_mode() -> Option<ChildMode> {
+    let value = std::env::var_os(CHECK_ONLY_VARIABLE)?;
+    if value == CHECK_ONLY_VALUE {
+        Some(ChildMode::Check)
+    } else if value == MIRROR_ONLY_VALUE {
+        Some(ChildMode::Mirror)
+    } else {
+        None
+    }
+}
+
+/// In `explain`'s child: the mirror the image is pulled through under
+/// this command line, as JSON on `stdout`.
+pub fn mirror_only(command: &Subcommand, mut stdout: impl std::io::Write) -> Result<std::process::ExitCode, String> {
+    let Some(settings) = command.mirror_settings() else {
+        return check_only(command);
+    };
+    let image = std::env::var(EXPLAIN_IMAGE_VARIABLE)
+        .map_err(|_| format!("{EXPLAIN_IMAGE_VARIABLE} is not set: explain sets it for its own check"))?;
+    let found = settings
+        .resolve(&crate::image::repository(&image))
+        .map_err(|e| e.to_string())?;
+    let json = serde_json::to_string(&found).map_err(|e| e.to_string())?;
+    writeln!(stdout, "{json}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+    Ok(std::process::ExitCode::from(CHECK_ONLY_EXIT))
+}
+
+/// The mirror `repository` is pulled through under the entry's command
+/// line: `exe ARGS` run with the entry's env alone, as [`judge`] runs it.
+pub fn mirror_of(provider: &Provider, exe: &Path, repository: &str) -> Result<Option<Mirroring>, String> {
+    let (status, stdout, stderr) = run_child(
+        provider,
+        exe,
+        &[
+            (CHECK_ONLY_VARIABLE, MIRROR_ONLY_VALUE),
+            (EXPLAIN_IMAGE_VARIABLE, repository),
+        ],
+    )
+    .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    match status.code() {
+        Some(code) if code == i32::from(CHECK_ONLY_EXIT) => serde_json::from_slice(&stdout)
+            .map_err(|e| format!("{} answered no mirror this explain reads: {e}", exe.display())),
+        _ => Err(first_line(&stderr)),
+    }
+}
+
+/// Runs `exe ARGS` with the entry's env alone and `mode`'s variables; its
+/// exit status and the first [`MAX_CHILD_OUTPUT`] bytes of its output.
+fn run_child(
+    provider: &Provider,
+    exe: &Path,
+    mode: &[(&str, &str)],
+) -> std::io::Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>)> {
+    let mut child = Command::new(exe)
+        .args(&provider.args)
+        .env_clear()
+        .envs(provider.env.iter().map(|e| (&e.name, &e.value)))
+        .envs(mode.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    if let Some(pipe) = child.stdout.take() {
+        pipe.take(MAX_CHILD_OUTPUT).read_to_end(&mut stdout)?;
+    }
+    if let Some(pipe) = child.stderr.take() {
+        pipe.take(MAX_CHILD_OUTPUT).read_to_end(&mut stderr)?;
+    }
+    Ok((child.wait()?, stdout, stderr))
+}
+
+fn first_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 /// The subcommands kubelet can run: every visible one but the tools.
@@ -167,25 +261,7 @@ pub fn judge(index: usize, provider: &Provider, exe: &Path) -> Result<Option<Ref
             format!("{CHECK_ONLY_VARIABLE} is check-config's own: the plugin would only check its command line"),
         )));
     }
-    let output = Command::new(exe)
-        .args(&provider.args)
-        .env_clear()
-        .envs(provider.env.iter().map(|e| (&e.name, &e.value)))
-        .env(CHECK_ONLY_VARIABLE, CHECK_ONLY_VALUE)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-            if let Some(pipe) = child.stdout.take() {
-                pipe.take(MAX_CHILD_OUTPUT).read_to_end(&mut stdout)?;
-            }
-            if let Some(pipe) = child.stderr.take() {
-                pipe.take(MAX_CHILD_OUTPUT).read_to_end(&mut stderr)?;
-            }
-            Ok((child.wait()?, stdout, stderr))
-        });
+    let output = run_child(provider, exe, &[(CHECK_ONLY_VARIABLE, CHECK_ONLY_VALUE)]);
     let (status, stdout, stderr) = match output {
         Ok(output) => output,
         // A NUL byte in an argument or a variable: Go's exec refuses it too.
@@ -196,14 +272,6 @@ pub fn judge(index: usize, provider: &Provider, exe: &Path) -> Result<Option<Ref
             )));
         }
         Err(e) => return Err(format!("cannot run {} to check providers[{index}]: {e}", exe.display())),
-    };
-    let first_line = |bytes: &[u8]| {
-        String::from_utf8_lossy(bytes)
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_owned()
     };
     let says = match status.code() {
         Some(code) if code == i32::from(CHECK_ONLY_EXIT) => return Ok(None),

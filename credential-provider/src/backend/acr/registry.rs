@@ -65,28 +65,17 @@ pub struct RegistryMirror {
     pub target: String,
 }
 
-/// Reads `SRC:DST`, each `host[:port]`: a part of digits only after a host
-/// is its port (`a:5000:b.azurecr.io`, `a:b.azurecr.io:443`).
+/// Reads `SRC:DST`, each `host[:port]` ([`crate::mirror::parse_mirror`]'s
+/// grammar): acr-credential-provider's mirrors are whole registries, so a
+/// path on either side is refused.
 pub fn parse_mirror(text: &str) -> Result<RegistryMirror, &'static str> {
-    let parts: Vec<&str> = text.trim().split(':').collect();
-    let is_port = |p: &str| !p.is_empty() && p.len() <= 5 && p.chars().all(|c| c.is_ascii_digit());
-    let (source, rest) = match parts.as_slice() {
-        [host, port, rest @ ..] if is_port(port) => (format!("{host}:{port}"), rest),
-        [host, rest @ ..] => ((*host).to_owned(), rest),
-        [] => return Err("it is empty"),
-    };
-    let target = match rest {
-        [host] => (*host).to_owned(),
-        [host, port] if is_port(port) => format!("{host}:{port}"),
-        [] => return Err("it has no ':' between SRC and DST"),
-        _ => return Err("it has too many ':' (a port is digits only)"),
-    };
-    for registry in [&source, &target] {
-        cloud_access::azure::acr::check_registry(registry).map_err(|_| "SRC and DST must each be host[:port]")?;
+    let mirror = crate::mirror::parse_mirror(text)?;
+    if !mirror.source.path.is_empty() || !mirror.target.path.is_empty() {
+        return Err("SRC and DST must each be host[:port]: acr mirrors whole registries");
     }
     Ok(RegistryMirror {
-        source: source.to_ascii_lowercase(),
-        target: target.to_ascii_lowercase(),
+        source: mirror.source.host,
+        target: mirror.target.host,
     })
 }
 
@@ -135,7 +124,7 @@ mod tests {
             m("mcr.microsoft.com", "127.0.0.1:8443")
         );
         assert_eq!(parse_mirror("a:1:b:2").unwrap(), m("a:1", "b:2"));
-        for bad in ["", "a", "a:", ":b", "a:b:c", "a/x:b", "a:b:99999x"] {
+        for bad in ["", "a", "a:", ":b", "a:b:c", "a/x:b", "a:b/y", "a:b:99999x"] {
             assert!(parse_mirror(bad).is_err(), "{bad:?}");
         }
     }
