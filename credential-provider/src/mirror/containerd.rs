@@ -15,6 +15,11 @@
 //!   serves repository `proxy/NAME` on `h` (Harbor proxy projects, ECR
 //!   pull-through prefixes, Artifact Registry remote repositories).
 //!
+//! - a file with no `[host]` table is refused (`getSortedHosts`: "invalid
+//!   `host` tree"), and containerd pulls from the registry itself: here it
+//!   is an error naming the file, since a mirror named only in `server` is
+//!   never used; an empty file is no file.
+//!
 //! The mirror is the first pull host that is not the registry itself.
 
 use std::path::PathBuf;
@@ -61,6 +66,9 @@ pub fn mirror_for(roots: &[PathBuf], repository: &str) -> Result<Option<Mirrorin
         return Ok(None);
     }
     let text = cloud_access::files::read_regular_to_string(&path, MAX_HOSTS_TOML)?;
+    if text.is_empty() {
+        return Ok(None);
+    }
     let hosts = pull_hosts(&text, &registry).map_err(|problem| MirrorError::Config {
         path: path.clone(),
         runtime: "containerd",
@@ -76,12 +84,15 @@ pub fn mirror_for(roots: &[PathBuf], repository: &str) -> Result<Option<Mirrorin
         return Ok(None);
     };
     let rest = repository.split_once('/').map_or("", |(_, rest)| rest);
+    let mut then_tries: Vec<String> = hosts[at + 1..].iter().map(Location::key).collect();
+    then_tries.dedup();
+    then_tries.retain(|host| *host != hosts[at].key());
     Ok(Some(Mirroring {
         repository: repository.to_owned(),
         source_key: registry,
         target: hosts[at].join(rest),
         origin: Origin::HostsToml(path),
-        then_tries: hosts[at + 1..].iter().map(Location::key).collect(),
+        then_tries,
     }))
 }
 
@@ -96,9 +107,12 @@ pub fn pull_hosts(text: &str, registry: &str) -> Result<Vec<Location>, String> {
         format!("not TOML{at}: {}", first_line(e.message()))
     })?;
     let mut hosts = Vec::new();
-    if let Some(value) = table.get("host") {
-        let Value::Table(entries) = value else {
-            return Err("\"host\" is not a table of [host.\"URL\"] tables".into());
+    {
+        let Some(Value::Table(entries)) = table.get("host") else {
+            return Err(format!(
+                "no [host.\"URL\"] table: containerd refuses such a file (\"invalid `host` tree\") and pulls from \
+                 {registry} itself; name the mirror in a [host.\"URL\"] table"
+            ));
         };
         if entries.len() > MAX_HOSTS {
             return Err(format!("more than {MAX_HOSTS} [host] tables"));
@@ -224,15 +238,15 @@ server = "https://registry-1.docker.io"
     #[test]
     fn no_server_is_the_registry_itself() {
         assert_eq!(
-            pull_hosts("", "reg.example:5443"),
-            Ok(vec![location("reg.example:5443")])
+            pull_hosts("[host.\"https://m.example\"]\n", "reg.example:5443"),
+            Ok(vec![location("m.example"), location("reg.example:5443")])
         );
     }
 
     #[test]
     fn mistakes_name_their_field() {
         for (text, says) in [
-            ("server = 1", "\"server\" is not a string"),
+            ("server = 1\n[host.\"https://m\"]", "\"server\" is not a string"),
             (
                 "[host.\"https://m\"]\ncapabilities = [\"fetch\"]",
                 "host.\"https://m\".capabilities holds \"fetch\"",
@@ -241,8 +255,9 @@ server = "https://registry-1.docker.io"
                 "[host.\"https://m\"]\noverride_path = \"yes\"",
                 "override_path is not a boolean",
             ),
-            ("host = 3", "\"host\" is not a table"),
-            ("server = \"https://\"", "server"),
+            ("host = 3", "no [host.\"URL\"] table"),
+            ("server = \"https://m.example\"", "containerd refuses such a file"),
+            ("server = \"https://\"\n[host.\"https://m\"]", "server"),
             ("[host", "not TOML at line 1"),
         ] {
             let found = pull_hosts(text, "r.example").expect_err(text);
@@ -314,17 +329,24 @@ server = "https://registry-1.docker.io"
     }
 
     #[test]
-    fn a_server_elsewhere_replaces_the_registry() {
+    fn a_server_that_is_the_mirror_leaves_no_fallback() {
         let tmp = tempfile::tempdir().expect("temp dir");
         write(
             tmp.path(),
             "docker.io",
-            "server = \"https://harbor.example.com/v2/hub\"\noverride_path = true\n",
+            "server = \"https://harbor.example.com/v2/hub\"\noverride_path = true\n\n\
+             [host.\"https://harbor.example.com/v2/hub\"]\noverride_path = true\n",
         );
         let found = mirror_for(&[tmp.path().to_owned()], "docker.io/library/nginx")
             .expect("readable")
             .expect("mirrored");
         assert_eq!(found.target, "harbor.example.com/hub/library/nginx");
-        assert!(found.then_tries.is_empty(), "nothing after the server");
+        assert!(found.then_tries.is_empty(), "the server is the mirror itself");
+        write(tmp.path(), "quay.io", "");
+        assert_eq!(
+            mirror_for(&[tmp.path().to_owned()], "quay.io/a/b").expect("readable"),
+            None,
+            "an empty file"
+        );
     }
 }

@@ -130,6 +130,9 @@ pub struct NodeOptions {
     /// `(host:port, CA file)`: containerd trusts that CA for that registry
     /// (`certs.d/<host:port>/hosts.toml`).
     pub registry_cas: Vec<(String, PathBuf)>,
+    /// `(registry, hosts.toml text)`: containerd's `certs.d/<registry>/hosts.toml`
+    /// as given (a registry mirror), beside the ones `registry_cas` writes.
+    pub hosts_toml: Vec<(String, String)>,
 }
 
 /// How kubelet is started ([`Node::start_kubelet`]).
@@ -243,6 +246,11 @@ impl Node {
     }
 
     /// The path of containerd's socket.
+    /// containerd's registry host directories (its `config_path`).
+    pub fn certs_dir(&self) -> PathBuf {
+        self.scratch.join("certs.d")
+    }
+
     pub fn containerd_socket(&self) -> PathBuf {
         self.scratch.join("containerd.sock")
     }
@@ -562,6 +570,11 @@ impl Node {
         )?;
         let certs_d = s.join("certs.d");
         fs::create_dir_all(&certs_d)?;
+        for (registry, text) in &options.hosts_toml {
+            let dir = certs_d.join(registry);
+            fs::create_dir_all(&dir)?;
+            fs::write(dir.join("hosts.toml"), text)?;
+        }
         for (host, ca) in &options.registry_cas {
             let dir = certs_d.join(host);
             fs::create_dir_all(&dir)?;

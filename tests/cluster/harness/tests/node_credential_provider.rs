@@ -291,6 +291,7 @@ async fn set_up() -> Setup {
         NodeOptions {
             relay_ports: vec![registry.port()],
             registry_cas: vec![(registry.host(), registry.ca_path().to_path_buf())],
+            ..NodeOptions::default()
         },
     )
     .expect("node");

@@ -275,6 +275,7 @@ async fn faults_on_the_node_fail_clearly_and_recover() {
         NodeOptions {
             relay_ports: vec![registry.port(), realm.port()],
             registry_cas: vec![(registry.host(), registry.ca_path().to_path_buf())],
+            ..NodeOptions::default()
         },
     )
     .expect("the node");

@@ -451,6 +451,7 @@ async fn pods_pull_as_their_service_accounts_with_no_node_wide_secret() {
                 ),
                 (exchange_registry.host(), exchange_registry.ca_path().to_path_buf()),
             ],
+            ..NodeOptions::default()
         },
     )
     .expect("node");

@@ -293,6 +293,7 @@ async fn the_chart_installed_on_a_real_node_mutates_pvs_through_its_service() {
         NodeOptions {
             relay_ports: vec![registry.port()],
             registry_cas: vec![(registry.host(), registry.ca_path().to_path_buf())],
+            ..NodeOptions::default()
         },
     )
     .expect("node");
