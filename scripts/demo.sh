@@ -34,6 +34,14 @@ for image in harbor.example.com/team/app:1 registry.example.org/team/app:1 cdn.e
     --kubelet-config "$DATA/kubelet-config/allowlisted.yaml" "$image" | grep -E '^[^ ].*: kubelet looks up|  record: |^once on the node' || true
 done
 
+section "cloud-credential-provider: Docker Hub pulled through a Harbor proxy project (containerd's hosts.toml): the mirror's credentials, answered under docker.io"
+request='{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"docker.io/library/nginx"}'
+echo "run:    cloud-credential-provider static --docker-config $DATA/mirrors/docker-config.json --containerd-hosts-dir $DATA/mirrors/certs.d"
+printf 'stdout: '
+echo "$request" | "$BIN/cloud-credential-provider" static --docker-config "$DATA/mirrors/docker-config.json" \
+  --containerd-hosts-dir "$DATA/mirrors/certs.d"
+"$BIN/cloud-credential-provider" explain --config "$DATA/configs/mirrors.yaml" nginx:1.27 | grep -E 'kubelet looks up|  mirror: '
+
 section "cloud-credential-provider check-config --rbac: the nodes' grant for the config's audiences (KEP-4412), for kubectl apply -f -"
 "$BIN/cloud-credential-provider" check-config --rbac "$DATA/configs/two-audiences.yaml"
 
