@@ -16,6 +16,9 @@ use crate::output::shell_word;
 pub struct Identity {
     pub matching: CcmMatching,
     pub options: ProviderIdOptions,
+    /// Why the instance's names are not the ones the CCM compares (AWS:
+    /// IMDS's `local-hostname` when EC2's `PrivateDnsName` could not be read).
+    pub names_unverified: Option<String>,
 }
 
 /// Why the cloud controller manager will not find this instance for the
@@ -77,11 +80,14 @@ impl Identity {
             (None, _) if self.matching.finds_by_name(node) => None,
             (None, ours) => {
                 let names = self.matching.names();
-                let known = if names.is_empty() {
+                let mut known = if names.is_empty() {
                     "none that the metadata service gives".to_owned()
                 } else {
                     names.join(", ")
                 };
+                if let Some(why) = &self.names_unverified {
+                    known.push_str(&format!(" ({why})"));
+                }
                 Some(Mismatch {
                     reason: format!(
                         "spec.providerID is empty, so the {cloud} cloud controller manager looks the instance up by the node's name, {node}, but this instance is found only as {known}; its log says: {}",
@@ -120,6 +126,7 @@ mod tests {
                 },
             },
             options: ProviderIdOptions::default(),
+            names_unverified: None,
         }
     }
 
@@ -195,6 +202,17 @@ mod tests {
             ),
             "{}",
             mismatch.fix
+        );
+        // Names the CCM does not compare are said to be what they are.
+        let mut unverified = gce();
+        unverified.names_unverified = Some("IMDS's local-hostname: not read".into());
+        let mismatch = unverified.mismatch(&facts("worker-1", None)).expect("a mismatch");
+        assert!(
+            mismatch
+                .reason
+                .contains("found only as node-a (IMDS's local-hostname: not read); its log says"),
+            "{}",
+            mismatch.reason
         );
         // Without a provider ID to give, the fix says what is missing.
         let mut no_project = gce();

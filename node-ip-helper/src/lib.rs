@@ -174,6 +174,7 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
                     instance: view.instance.clone(),
                 },
                 options: command.ccm.provider_id_options(),
+                names_unverified: None,
             };
             (Some(observe::node_addresses(&view.instance)), Some(identity))
         }
@@ -194,6 +195,10 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
         (None, Some(name)) => {
             let node = observe::read_node(name, command.kubeconfig.as_deref(), command.request_timeout).await?;
             let facts = live::facts(&node);
+            let identity = match identity {
+                Some(identity) => Some(ec2_names(identity, &facts, command.metadata.metadata_timeout).await),
+                None => None,
+            };
             let asked = live::Asked {
                 node: name,
                 kubeconfig: command.kubeconfig.as_deref(),
@@ -209,6 +214,37 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
         // clap's argument group requires one of the two.
         (None, None) => Err(Error::Usage("give --node-ip or --node".into())),
     }
+}
+
+/// AWS's CCM finds a Node without a provider ID by EC2's `PrivateDnsName`,
+/// which IMDS's `local-hostname` (what the metadata gives) differs from
+/// under a custom DHCP options domain: when the Node's name is not one of
+/// the metadata's names, EC2 is asked (DescribeInstances, as
+/// `--node-name-from private-dns` asks it). If it cannot be, the names stay
+/// IMDS's and the verdict says so.
+async fn ec2_names(
+    mut identity: identity::Identity,
+    facts: &live::NodeFacts,
+    timeout: std::time::Duration,
+) -> identity::Identity {
+    let matching = &identity.matching;
+    if matching.provider != cloud_access::metadata::Provider::Aws
+        || facts.provider_id.is_some()
+        || matching.finds_by_name(&facts.name)
+    {
+        return identity;
+    }
+    match observe::with_ec2_private_dns(matching.instance.clone(), timeout).await {
+        Ok(instance) => identity.matching.instance = instance,
+        Err(Error::PrivateDns { reason, .. }) => {
+            identity.names_unverified = Some(format!(
+                "IMDS's local-hostname: EC2's PrivateDnsName, which the CCM compares, was not read (DescribeInstances: \
+                 {reason}; the check needs ec2:DescribeInstances)"
+            ));
+        }
+        Err(other) => identity.names_unverified = Some(format!("IMDS's local-hostname: {other}")),
+    }
+    identity
 }
 
 fn print(text: &str) -> Result<(), Error> {

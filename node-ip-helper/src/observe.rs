@@ -143,7 +143,7 @@ pub async fn detect_provider(
 /// EC2's own `PrivateDnsName` for the instance: with a custom DHCP domain
 /// the host's name (and IMDS's `local-hostname`) differ from it, and the AWS
 /// cloud controller manager names nodes after it.
-async fn with_ec2_private_dns(mut instance: Instance, timeout: Duration) -> Result<Instance, Error> {
+pub async fn with_ec2_private_dns(mut instance: Instance, timeout: Duration) -> Result<Instance, Error> {
     use cloud_access::aws::{AwsClient, AwsConfig, CredentialsChain, ec2};
     let id = instance.instance_id.clone().unwrap_or_default();
     let fail = |reason: String| Error::PrivateDns {

@@ -57,7 +57,8 @@ impl FakeApiServer {
                 let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
                 seen.lock().expect("lock").push((line.trim().to_owned(), authorization));
                 let node = served.lock().expect("lock").clone();
-                let (status, body) = if path.split('?').next() == Some(&format!("/api/v1/nodes/{NODE}")) {
+                let name = node["metadata"]["name"].as_str().unwrap_or(NODE).to_owned();
+                let (status, body) = if path.split('?').next() == Some(&format!("/api/v1/nodes/{name}")) {
                     ("200 OK", node)
                 } else {
                     let name = path.rsplit('/').next().unwrap_or_default().to_owned();
@@ -331,4 +332,77 @@ fn a_missing_node_is_named_as_such() {
         stderr,
         "node-ip-helper: cannot read Node node-z: no such Node: has kubelet registered it?\n"
     );
+}
+
+/// AWS's CCM finds a Node without a provider ID by EC2's `PrivateDnsName`;
+/// under a custom DHCP options domain IMDS's `local-hostname` differs from
+/// it. A Node named after the PrivateDnsName (moto's instance, signatures
+/// verified) is found when `check` may ask EC2 (DescribeInstances); without
+/// credentials the verdict says the names are IMDS's and what is needed.
+#[test]
+fn aws_names_are_ec2s_private_dns_name() {
+    let moto = cluster_harness::Moto::start_authenticated();
+    let keys = moto.auth().user.clone();
+    let (instance_id, private_dns) = moto.run_instance("us-east-1");
+    let name = private_dns.to_lowercase();
+    let tree = json!({
+        "latest/meta-data/instance-id": instance_id,
+        "latest/meta-data/local-ipv4": "10.0.1.25",
+        "latest/meta-data/local-hostname": "node-a.corp.example.com",
+        "latest/meta-data/placement/region": "us-east-1",
+        "latest/meta-data/placement/availability-zone": "us-east-1a",
+    });
+    let fake = test_fakes::MetadataFake::from_json(&json!({"provider": "aws", "tree": tree}));
+    let mut node = registered("10.0.1.25");
+    node["metadata"]["name"] = json!(name);
+    let api = FakeApiServer::start(node);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = api.kubeconfig(dir.path());
+    let run = |extra: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_node-ip-helper"))
+            .args([
+                "check",
+                "--node",
+                &name,
+                "--source",
+                "aws",
+                "--metadata-endpoint",
+                &fake.base(),
+            ])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .env_remove("KUBECONFIG")
+            .env("AWS_ENDPOINT_URL", &moto.url)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .envs(extra.iter().copied())
+            .output()
+            .expect("run node-ip-helper");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (status, stdout) = run(&[
+        ("AWS_ACCESS_KEY_ID", &keys.access_key_id),
+        ("AWS_SECRET_ACCESS_KEY", &keys.secret_access_key),
+    ]);
+    // Found by its name: what is left is the CCM itself (the fake has none).
+    assert!(!stdout.contains("looks the instance up by the node's name"), "{stdout}");
+    assert!(
+        stdout.contains("FIX: check that the cloud controller manager runs"),
+        "{stdout}"
+    );
+    assert_eq!(status, 2, "{stdout}");
+    // Without credentials: only IMDS's names, and the verdict says so.
+    let (status, stdout) = run(&[]);
+    assert_eq!(status, 2, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "found only as node-a.corp.example.com, {instance_id} (IMDS's local-hostname: EC2's PrivateDnsName, which the CCM compares, was not read"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ec2:DescribeInstances"), "{stdout}");
 }

@@ -165,6 +165,11 @@ pub fn mirror_only(command: &Subcommand, mut stdout: impl std::io::Write) -> Res
         .map_err(|e| e.to_string())?;
     let json = serde_json::to_string(&found).map_err(|e| e.to_string())?;
     writeln!(stdout, "{json}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+    // Set by mistake where kubelet runs the plugin, this fails every pull: say so.
+    eprintln!(
+        "{PLUGIN_NAME}: {CHECK_ONLY_VARIABLE} is set to {MIRROR_ONLY_VALUE}, so only the image's registry mirror was \
+         said (explain sets it for its own check): unset it"
+    );
     Ok(std::process::ExitCode::from(CHECK_ONLY_EXIT))
 }
 
