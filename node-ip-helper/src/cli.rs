@@ -182,7 +182,7 @@ pub struct FilterArgs {
 #[command(group = clap::ArgGroup::new("subject").required(true).args(["node_ip", "node"]))]
 pub struct CheckCommand {
     /// Offline: the --node-ip value kubelet is (or will be) started with, A
-    /// or A,B; needs --cloud-addresses.
+    /// or A,B; needs --cloud-addresses or --source.
     #[arg(long, env = "NODE_IP_HELPER_NODE_IP", value_name = "IPS")]
     pub node_ip: Option<String>,
     /// Live: the Node to read from the cluster (its provided-node-ip
@@ -202,10 +202,34 @@ pub struct CheckCommand {
     /// Node.status.addresses (a regular file of at most 1 MiB).
     #[arg(long, env = "NODE_IP_HELPER_CLOUD_ADDRESSES", value_name = "FILE")]
     pub cloud_addresses: Option<PathBuf>,
-    /// With --node, on the node itself: read the cloud's addresses from this
+    /// On the node itself: read the cloud's addresses (and, with --node,
+    /// --provider-id or --node-name, the instance's identity) from this
     /// metadata source (a cloud name or auto) instead of a file.
     #[arg(long = "source", env = "NODE_IP_HELPER_SOURCE", value_enum, value_name = "SOURCE")]
     pub source: Option<Source>,
+    /// Offline, with --source: the --provider-id kubelet will be started
+    /// with (the env file's NODE_IP_HELPER_PROVIDER_ID): say whether the
+    /// cloud controller manager finds this instance by it.
+    #[arg(
+        long,
+        env = "NODE_IP_HELPER_CHECK_PROVIDER_ID",
+        requires = "source",
+        conflicts_with = "node",
+        value_name = "ID"
+    )]
+    pub provider_id: Option<String>,
+    /// Offline, with --source: the node's name kubelet will register (its
+    /// --hostname-override, or the host's name): say whether the cloud
+    /// controller manager finds this instance by it when the Node has no
+    /// provider ID.
+    #[arg(
+        long,
+        env = "NODE_IP_HELPER_CHECK_NODE_NAME",
+        requires = "source",
+        conflicts_with = "node",
+        value_name = "NAME"
+    )]
+    pub node_name: Option<String>,
     #[command(flatten)]
     pub metadata: MetadataArgs,
     #[command(flatten)]

@@ -108,6 +108,37 @@ impl Identity {
     }
 }
 
+impl Identity {
+    /// Before kubelet registers the Node (`check --node-ip` with
+    /// `--provider-id` or `--node-name`): whether the CCM will find this
+    /// instance for a Node registered with them. The fix is kubelet's flags,
+    /// since there is no Node yet.
+    pub fn mismatch_before_registration(&self, name: &str, provider_id: Option<&str>) -> Option<Mismatch> {
+        let facts = NodeFacts {
+            name: name.to_owned(),
+            provided_node_ip: None,
+            addresses: Vec::new(),
+            uninitialized: true,
+            provider_id: provider_id.map(str::to_owned),
+        };
+        let mismatch = self.mismatch(&facts)?;
+        let ours = cloud_access::metadata::provider_id(self.matching.provider, &self.matching.instance, &self.options);
+        let fix = match ours {
+            Ok(ours) => format!(
+                "start kubelet with --provider-id={ours} (the shipped drop-in passes $NODE_IP_HELPER_PROVIDER_ID_ARG unless NODE_IP_HELPER_NO_PROVIDER_ID is set)"
+            ),
+            Err(error) => format!(
+                "{error}; start kubelet with a --hostname-override the cloud knows this instance by ({})",
+                self.matching.names().join(", ")
+            ),
+        };
+        Some(Mismatch {
+            reason: mismatch.reason,
+            fix,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use cloud_access::metadata::{Instance, Provider};
@@ -183,6 +214,33 @@ mod tests {
             unparsable.reason.contains("cannot parse (not gce://PROJECT/ZONE/NAME"),
             "{}",
             unparsable.reason
+        );
+    }
+
+    #[test]
+    fn before_registration_the_fix_is_kubelets_flags() {
+        let gce = gce();
+        assert_eq!(gce.mismatch_before_registration("node-a", None), None);
+        assert_eq!(
+            gce.mismatch_before_registration("", Some("gce://my-project/europe-west1-b/node-a")),
+            None
+        );
+        let wrong = gce
+            .mismatch_before_registration("node-a", Some("gce://my-project/europe-west1-c/node-a"))
+            .expect("another instance");
+        assert!(wrong.reason.contains("names another gce instance"), "{}", wrong.reason);
+        assert_eq!(
+            wrong.fix,
+            "start kubelet with --provider-id=gce://my-project/europe-west1-b/node-a (the shipped drop-in passes \
+             $NODE_IP_HELPER_PROVIDER_ID_ARG unless NODE_IP_HELPER_NO_PROVIDER_ID is set)"
+        );
+        let unknown = gce
+            .mismatch_before_registration("worker-1", None)
+            .expect("an unknown name");
+        assert!(
+            unknown.reason.contains("by the node's name, worker-1"),
+            "{}",
+            unknown.reason
         );
     }
 

@@ -186,10 +186,12 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
                 Error::Usage("--node-ip needs the cloud's addresses: --cloud-addresses FILE or --source".into())
             })?;
             let verdict = ccm::simulate(node_ip, &cloud);
-            print(&output::verdict(node_ip, &verdict, command.output))?;
-            Ok(match verdict {
-                ccm::Verdict::Initializes { .. } => ExitCode::SUCCESS,
-                ccm::Verdict::KubeletRefuses { .. } | ccm::Verdict::StaysTainted { .. } => verdict_no(),
+            let found = before_registration(command, identity).await;
+            print(&output::verdict(node_ip, &verdict, found.as_ref(), command.output))?;
+            Ok(match (verdict, found) {
+                (_, Some(output::Found { mismatch: Some(_), .. })) => verdict_no(),
+                (ccm::Verdict::Initializes { .. }, _) => ExitCode::SUCCESS,
+                (ccm::Verdict::KubeletRefuses { .. } | ccm::Verdict::StaysTainted { .. }, _) => verdict_no(),
             })
         }
         (None, Some(name)) => {
@@ -214,6 +216,34 @@ async fn check(command: &CheckCommand) -> Result<ExitCode, Error> {
         // clap's argument group requires one of the two.
         (None, None) => Err(Error::Usage("give --node-ip or --node".into())),
     }
+}
+
+/// `check --node-ip` with `--provider-id` or `--node-name`: whether the CCM
+/// will find this instance for the Node kubelet registers with them.
+async fn before_registration(command: &CheckCommand, identity: Option<identity::Identity>) -> Option<output::Found> {
+    let identity = identity?;
+    let provider_id = command.provider_id.as_deref().filter(|id| !id.is_empty());
+    let name = command.node_name.as_deref().filter(|name| !name.is_empty());
+    if provider_id.is_none() && name.is_none() {
+        return None;
+    }
+    // kubelet lowercases the name it registers.
+    let name = name.map(str::to_lowercase).unwrap_or_default();
+    let facts = live::NodeFacts {
+        name: name.clone(),
+        provided_node_ip: None,
+        addresses: Vec::new(),
+        uninitialized: true,
+        provider_id: provider_id.map(str::to_owned),
+    };
+    let identity = ec2_names(identity, &facts, command.metadata.metadata_timeout).await;
+    Some(output::Found {
+        by: match provider_id {
+            Some(id) => format!("--provider-id {id}"),
+            None => format!("the node name {name}"),
+        },
+        mismatch: identity.mismatch_before_registration(&name, provider_id),
+    })
 }
 
 /// AWS's CCM finds a Node without a provider ID by EC2's `PrivateDnsName`,

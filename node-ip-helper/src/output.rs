@@ -137,11 +137,42 @@ pub enum CheckOutput {
 }
 
 /// `check --node-ip`: the verdict on `node_ip`.
-pub fn verdict(node_ip: &str, verdict: &Verdict, format: CheckOutput) -> String {
+/// Whether the CCM finds the instance by the provider ID or name kubelet
+/// will register (`check --node-ip --provider-id/--node-name`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Found {
+    /// What it was asked about: `--provider-id ID` or `the node name NAME`.
+    pub by: String,
+    /// `None`: the CCM finds this instance by it.
+    pub mismatch: Option<crate::identity::Mismatch>,
+}
+
+pub fn verdict(node_ip: &str, verdict: &Verdict, found: Option<&Found>, format: CheckOutput) -> String {
     match format {
         // Serializing plain strings cannot fail.
-        CheckOutput::Json => serde_json::to_string_pretty(verdict).unwrap_or_default() + "\n",
-        CheckOutput::Text => describe_verdict(node_ip, verdict),
+        CheckOutput::Json => {
+            let mut value = serde_json::to_value(verdict).unwrap_or_default();
+            if let (Some(found), Some(object)) = (found, value.as_object_mut()) {
+                object.insert("identity".into(), serde_json::to_value(found).unwrap_or_default());
+            }
+            serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
+        }
+        CheckOutput::Text => {
+            let mut text = describe_verdict(node_ip, verdict);
+            match found {
+                Some(Found { by, mismatch: None }) => {
+                    text.push_str(&format!(
+                        "OK: the cloud controller manager finds this instance by {by}\n"
+                    ));
+                }
+                Some(Found {
+                    mismatch: Some(mismatch),
+                    ..
+                }) => text.push_str(&format!("STUCK: {}\nFIX: {}\n", mismatch.reason, mismatch.fix)),
+                None => {}
+            }
+            text
+        }
     }
 }
 

@@ -406,3 +406,90 @@ fn aws_names_are_ec2s_private_dns_name() {
     );
     assert!(stdout.contains("ec2:DescribeInstances"), "{stdout}");
 }
+
+/// Before kubelet starts: `check --node-ip` with the --provider-id or node
+/// name kubelet will register says whether the CCM finds this instance by
+/// them (GCE's metadata fake on loopback: instance node-a in
+/// my-project/europe-west1-b), and the fix is kubelet's flags.
+#[test]
+fn check_before_registration_judges_the_provider_id_and_name() {
+    let gce = test_fakes::MetadataFake::start(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/node-ip-helper/metadata/gce.json"),
+    );
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_node-ip-helper"))
+            .args([
+                "check",
+                "--node-ip",
+                "10.132.0.7",
+                "--source",
+                "gce",
+                "--metadata-endpoint",
+                &gce.base(),
+            ])
+            .args(extra)
+            .output()
+            .expect("run node-ip-helper");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, stdout, stderr) = run(&["--provider-id", "gce://my-project/europe-west1-b/node-a"]);
+    assert_eq!(status, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.ends_with(
+            "OK: the cloud controller manager finds this instance by --provider-id gce://my-project/europe-west1-b/node-a\n"
+        ),
+        "{stdout}"
+    );
+    let (status, stdout, _) = run(&["--provider-id", "gce://my-project/europe-west1-c/node-a"]);
+    assert_eq!(status, 2, "{stdout}");
+    assert!(
+        stdout.contains(
+            "STUCK: spec.providerID is gce://my-project/europe-west1-c/node-a, which names another gce instance"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FIX: start kubelet with --provider-id=gce://my-project/europe-west1-b/node-a"),
+        "{stdout}"
+    );
+    // A name, from the variable; kubelet lowercases it.
+    let out = Command::new(env!("CARGO_BIN_EXE_node-ip-helper"))
+        .args([
+            "check",
+            "--node-ip",
+            "10.132.0.7",
+            "--source",
+            "gce",
+            "--metadata-endpoint",
+            &gce.base(),
+        ])
+        .env("NODE_IP_HELPER_CHECK_NODE_NAME", "Node-A")
+        .output()
+        .expect("run node-ip-helper");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let (status, stdout, _) = run(&["--node-name", "worker-1", "--output", "json"]);
+    assert_eq!(status, 2, "{stdout}");
+    let report: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(report["identity"]["by"], "the node name worker-1");
+    assert!(
+        report["identity"]["mismatch"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("found only as node-a")),
+        "{report}"
+    );
+    // Without --source there is no instance to judge them against.
+    let out = Command::new(env!("CARGO_BIN_EXE_node-ip-helper"))
+        .args(["check", "--node-ip", "10.132.0.7", "--provider-id", "gce://p/z/n"])
+        .output()
+        .expect("run node-ip-helper");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--source"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
