@@ -321,3 +321,79 @@ fn explain_says_when_an_entrys_mirrors_cannot_be_read() {
         out.stdout
     );
 }
+
+#[test]
+fn token_exchange_is_asked_for_the_mirror_and_answered_under_the_source() {
+    use common::token_server::{OPAQUE_TOKEN, TokenServer};
+    let server = TokenServer::start();
+    let token = common::service_account_token(3600);
+    let url = server.url("/opaque");
+    let out = run(
+        &[
+            "token-exchange",
+            "--token-endpoint",
+            &url,
+            "--registry-mirror",
+            "quay.io:harbor.example.com/quay-proxy",
+        ],
+        &request("v1", "quay.io/org/app", Some(&token)),
+    );
+    let answer = success("token-exchange", &out);
+    assert_eq!(users(&answer), [pair("quay.io", "oauth2accesstoken")]);
+    assert_eq!(answer["auth"]["quay.io"]["password"], OPAQUE_TOKEN);
+    assert_eq!(server.last_form()["subject_token"], token.as_str());
+}
+
+#[test]
+fn acr_takes_the_runtimes_mirrors_too() {
+    use test_fakes::AzureFake;
+    let fake = AzureFake::start();
+    let base = fake.base();
+    let config = test_fakes::azure::azure_data("managed-identity.json")
+        .display()
+        .to_string();
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("mcr.microsoft.com");
+    std::fs::create_dir(&dir).expect("host dir");
+    std::fs::write(
+        dir.join("hosts.toml"),
+        "[host.\"https://demo.azurecr.io\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+    )
+    .expect("hosts.toml");
+    let hosts = tmp.path().display().to_string();
+    let out = run(
+        &[
+            "acr",
+            &config,
+            "--imds-endpoint",
+            &base,
+            "--authority-host",
+            &base,
+            "--registry-endpoint",
+            &base,
+            "--containerd-hosts-dir",
+            &hosts,
+        ],
+        &request("v1", "mcr.microsoft.com/oss/app", None),
+    );
+    let answer = success("acr", &out);
+    assert_eq!(
+        users(&answer),
+        [pair("mcr.microsoft.com", "00000000-0000-0000-0000-000000000000")]
+    );
+    // Without the hosts, mcr.microsoft.com is no ACR registry: nothing.
+    let out = run(
+        &[
+            "acr",
+            &config,
+            "--imds-endpoint",
+            &base,
+            "--authority-host",
+            &base,
+            "--registry-endpoint",
+            &base,
+        ],
+        &request("v1", "mcr.microsoft.com/oss/app", None),
+    );
+    assert_eq!(users(&success("no mirror", &out)), []);
+}
