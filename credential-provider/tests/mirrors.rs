@@ -361,39 +361,26 @@ fn acr_takes_the_runtimes_mirrors_too() {
     )
     .expect("hosts.toml");
     let hosts = tmp.path().display().to_string();
-    let out = run(
-        &[
+    let run_acr = |extra: &[&str]| {
+        let mut args = vec![
             "acr",
-            &config,
+            config.as_str(),
             "--imds-endpoint",
-            &base,
+            base.as_str(),
             "--authority-host",
-            &base,
+            base.as_str(),
             "--registry-endpoint",
-            &base,
-            "--containerd-hosts-dir",
-            &hosts,
-        ],
-        &request("v1", "mcr.microsoft.com/oss/app", None),
-    );
-    let answer = success("acr", &out);
+            base.as_str(),
+        ];
+        args.extend(extra);
+        run(&args, &request("v1", "mcr.microsoft.com/oss/app", None))
+    };
+    let answer = success("acr", &run_acr(&["--containerd-hosts-dir", &hosts]));
     assert_eq!(
         users(&answer),
         [pair("mcr.microsoft.com", "00000000-0000-0000-0000-000000000000")]
     );
     // Without the hosts, mcr.microsoft.com is no ACR registry: nothing.
-    let out = run(
-        &[
-            "acr",
-            &config,
-            "--imds-endpoint",
-            &base,
-            "--authority-host",
-            &base,
-            "--registry-endpoint",
-            &base,
-        ],
-        &request("v1", "mcr.microsoft.com/oss/app", None),
-    );
+    let out = run_acr(&[]);
     assert_eq!(users(&success("no mirror", &out)), []);
 }
