@@ -112,6 +112,12 @@ def create_volume(url, key, secret, region, zone):
     print(ec2.create_volume(AvailabilityZone=zone, Size=1)["VolumeId"])
 
 
+def create_volumes(url, key, secret, region, zone, count):
+    ec2 = client("ec2", url, key, secret, region=region)
+    for _ in range(int(count)):
+        print(ec2.create_volume(AvailabilityZone=zone, Size=1)["VolumeId"])
+
+
 def run_instance(url, key, secret, region):
     ec2 = client("ec2", url, key, secret, region=region)
     instance = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]
@@ -124,6 +130,7 @@ if __name__ == "__main__":
         "bootstrap": bootstrap,
         "assume-role": assume_role,
         "create-volume": create_volume,
+        "create-volumes": create_volumes,
         "run-instance": run_instance,
     }
     commands[command](*args)

@@ -393,6 +393,11 @@ async fn walk(
                 error,
             })?;
         walked.pages = page;
+        // The page's volumes in as few cloud calls as each cloud allows (EBS: 200 per
+        // DescribeVolumes); each PV's own lookup is then answered from the cache.
+        let identities: Vec<VolumeIdentity> = listed.items.iter().filter_map(identify_pv).collect();
+        resolver.prefetch(&identities).await;
+        drop(identities);
         let mut findings = Vec::with_capacity(listed.items.len());
         for pv in &listed.items {
             let mut finding = examine(resolver, pv).await;

@@ -90,6 +90,45 @@ impl Resolver {
     }
 
     /// The topology of `volume`.
+    /// Before `audit` judges a page: each lookup whose cloud has a call for many
+    /// volumes is asked, in batches, for the page's volumes [`Resolver::resolve`] would
+    /// ask it for one by one (not placeholders, built-in topologies or volumes a rule
+    /// answers), within one lookup deadline per lookup, so that those lookups are cache
+    /// hits. What it does not find is left to them.
+    pub async fn prefetch(&self, volumes: &[VolumeIdentity]) {
+        for lookup in self.lookups.iter().filter(|l| l.batch_limit() > 0) {
+            let asked: Vec<VolumeIdentity> = volumes
+                .iter()
+                .filter(|v| {
+                    self.goes_to_a_lookup(v)
+                        && self
+                            .lookups
+                            .iter()
+                            .find(|l| l.handles(v))
+                            .is_some_and(|first| Arc::ptr_eq(first, lookup))
+                })
+                .cloned()
+                .collect();
+            if asked.is_empty() {
+                continue;
+            }
+            let deadline = Instant::now() + self.deadline;
+            tokio::select! {
+                biased;
+                () = tokio::time::sleep_until(deadline.into()) => {}
+                () = lookup.prefetch(&asked, deadline) => {}
+            }
+        }
+    }
+
+    /// Whether [`Resolver::resolve`] asks a lookup for `volume`: no placeholder, no
+    /// complete built-in topology, no rule.
+    fn goes_to_a_lookup(&self, volume: &VolumeIdentity) -> bool {
+        volume.handle != PROVISIONING_PLACEHOLDER
+            && !matches!(builtin::resolve(volume), Some(Builtin::Complete(_)))
+            && self.rules.resolve(volume).is_none()
+    }
+
     pub async fn resolve(&self, volume: &VolumeIdentity) -> Resolution {
         if volume.handle == PROVISIONING_PLACEHOLDER {
             return Resolution::Placeholder;

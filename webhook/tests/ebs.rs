@@ -373,3 +373,104 @@ fn regions_that_cannot_be_regions_are_refused_at_start_up() {
     let error = start(&[], &[]);
     assert!(error.contains("--aws-ebs-lookup needs a region"), "{error}");
 }
+
+/// The EBS lookup with its calls counted: batched ones and single ones.
+struct Counted {
+    inner: EbsLookup,
+    single: AtomicUsize,
+    batched: AtomicUsize,
+}
+
+impl TopologyLookup for Counted {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn handles(&self, volume: &VolumeIdentity) -> bool {
+        self.inner.handles(volume)
+    }
+    fn lookup<'a>(
+        &'a self,
+        volume: &'a VolumeIdentity,
+        deadline: Instant,
+    ) -> pv_topology_webhook::lookup::LookupFuture<'a> {
+        self.single.fetch_add(1, Ordering::SeqCst);
+        self.inner.lookup(volume, deadline)
+    }
+    fn cache_key(&self, volume: &VolumeIdentity) -> String {
+        self.inner.cache_key(volume)
+    }
+    fn batch_limit(&self) -> usize {
+        self.inner.batch_limit()
+    }
+    fn lookup_many<'a>(
+        &'a self,
+        volumes: &'a [VolumeIdentity],
+        deadline: Instant,
+    ) -> pv_topology_webhook::lookup::ManyFuture<'a> {
+        self.batched.fetch_add(1, Ordering::SeqCst);
+        self.inner.lookup_many(volumes, deadline)
+    }
+}
+
+/// `audit`'s prefetch: a page of 450 EBS volumes (moto, signatures verified) in
+/// three DescribeVolumes calls of at most 200 IDs (a `volume-id` filter, so one
+/// unknown volume does not fail the others), after which each volume's own lookup
+/// is a cache hit; the unknown volume is then asked alone and named as not found.
+#[tokio::test]
+async fn a_page_of_volumes_is_looked_up_in_batches_of_200() {
+    let moto = Moto::start_authenticated();
+    let mut ids = moto.create_volumes("us-east-1", "us-east-1a", 250);
+    ids.extend(moto.create_volumes("us-east-1", "us-east-1b", 200));
+    let user = &moto.auth().user;
+    let credentials = AwsCredentials {
+        access_key_id: user.access_key_id.clone(),
+        secret_access_key: user.secret_access_key.clone().into(),
+        session_token: None,
+        expires_at: None,
+        source: "test",
+    };
+    let counted = Arc::new(Counted {
+        inner: EbsLookup::with_credentials(client(&moto.url, "us-east-1"), credentials),
+        single: AtomicUsize::new(0),
+        batched: AtomicUsize::new(0),
+    });
+    let cached = CachedLookup::new(
+        counted.clone(),
+        NonZeroUsize::new(1000).unwrap(),
+        Duration::from_secs(60),
+    );
+    let resolver = Resolver::new(Rules::default())
+        .with_lookup(Arc::new(cached))
+        .with_deadline(Duration::from_secs(30));
+    let mut volumes: Vec<VolumeIdentity> = ids.iter().map(|id| VolumeIdentity::csi(EBS_DRIVER, id)).collect();
+    // An in-tree form of one of them (the same disk) and a volume EC2 does not have.
+    volumes.push(VolumeIdentity::in_tree(
+        InTree::AwsElasticBlockStore,
+        format!("aws:///{}", ids[0]),
+    ));
+    volumes.push(VolumeIdentity::csi(EBS_DRIVER, "vol-0000000000000dead"));
+    resolver.prefetch(&volumes).await;
+    assert_eq!(
+        counted.batched.load(Ordering::SeqCst),
+        3,
+        "451 distinct volumes, 200 per call"
+    );
+    for (i, volume) in volumes[..450].iter().enumerate() {
+        let Resolution::Resolved(resolved) = resolver.resolve(volume).await else {
+            panic!("{volume}: not resolved");
+        };
+        let zone = if i < 250 { "us-east-1a" } else { "us-east-1b" };
+        assert_eq!(resolved.topology.zones(), [zone], "{volume}");
+    }
+    assert!(matches!(resolver.resolve(&volumes[450]).await, Resolution::Resolved(_)));
+    assert_eq!(
+        counted.single.load(Ordering::SeqCst),
+        0,
+        "every known volume a cache hit"
+    );
+    let Resolution::LookupFailed { error, .. } = resolver.resolve(&volumes[451]).await else {
+        panic!("the unknown volume resolved");
+    };
+    assert_eq!(counted.single.load(Ordering::SeqCst), 1, "the unknown one asked alone");
+    assert!(format!("{error:?}").contains("InvalidVolume.NotFound"), "{error:?}");
+}

@@ -84,18 +84,32 @@ impl EbsLookup {
     }
 }
 
+impl EbsLookup {
+    async fn credentials(&self) -> Result<AwsCredentials, LookupError> {
+        match &self.credentials {
+            Credentials::Chain(chain) => chain
+                .credentials()
+                .await
+                .map_err(|e| LookupError::Failed(e.to_string())),
+            Credentials::Fixed(credentials) => Ok(credentials.clone()),
+        }
+    }
+}
+
+/// A volume's topology from its zone: the zone and the zone's region.
+fn topology(zone: &str) -> Result<Topology, LookupError> {
+    let region = aws_region_of_zone(zone)
+        .map(str::to_owned)
+        .ok_or_else(|| LookupError::Invalid(format!("zone {zone:?} names no region")))?;
+    Topology::new([zone.to_owned()], Some(region)).map_err(|e| LookupError::Invalid(e.to_string()))
+}
+
 impl CloudLookup for EbsLookup {
     const CLOUD: &'static Cloud = &CLOUD;
 
     async fn find(&self, volume: &VolumeIdentity, deadline: Instant) -> Result<Topology, LookupError> {
         let volume_id = self::volume_id(volume).ok_or(LookupError::NotFound)?;
-        let credentials = match &self.credentials {
-            Credentials::Chain(chain) => chain
-                .credentials()
-                .await
-                .map_err(|e| LookupError::Failed(e.to_string()))?,
-            Credentials::Fixed(credentials) => credentials.clone(),
-        };
+        let credentials = self.credentials().await?;
         let volumes = ec2::describe_volumes(&self.client, &[volume_id], &credentials, deadline)
             .await
             .map_err(|e| match e.code() {
@@ -110,11 +124,31 @@ impl CloudLookup for EbsLookup {
             .into_iter()
             .find(|v| v.id == volume_id)
             .ok_or(LookupError::NotFound)?;
-        let zone = volume.availability_zone;
-        let region = aws_region_of_zone(&zone)
-            .map(str::to_owned)
-            .ok_or_else(|| LookupError::Invalid(format!("zone {zone:?} names no region")))?;
-        Topology::new([zone], Some(region)).map_err(|e| LookupError::Invalid(e.to_string()))
+        topology(&volume.availability_zone)
+    }
+
+    fn batch_limit(&self) -> usize {
+        ec2::MAX_FILTER_VALUES
+    }
+
+    /// One `DescribeVolumes` with a `volume-id` filter for up to 200 volumes: the
+    /// ones EC2 has, by volume ID (the cache key).
+    async fn find_many(
+        &self,
+        volumes: &[VolumeIdentity],
+        deadline: Instant,
+    ) -> Result<Vec<(String, Topology)>, LookupError> {
+        let ids: Vec<&str> = volumes.iter().filter_map(volume_id).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let credentials = self.credentials().await?;
+        let found = ec2::describe_volumes_filtered(&self.client, &ids, &credentials, deadline).await?;
+        Ok(found
+            .into_iter()
+            .filter(|v| ids.contains(&v.id.as_str()))
+            .filter_map(|v| topology(&v.availability_zone).ok().map(|t| (v.id, t)))
+            .collect())
     }
 
     fn cache_key(&self, volume: &VolumeIdentity) -> String {

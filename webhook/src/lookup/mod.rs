@@ -140,6 +140,12 @@ impl<E: CallFailure> From<E> for LookupError {
 /// The future a lookup returns; boxed so that lookups can be held as trait objects.
 pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Result<Topology, LookupError>> + Send + 'a>>;
 
+/// The future of a batched lookup: the volumes found, each by its cache key.
+pub type ManyFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<(String, Topology)>, LookupError>> + Send + 'a>>;
+
+/// The future of a prefetch, which answers nothing: it fills a cache.
+pub type PrefetchFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 /// A source of topology that asks someone else, e.g. a cloud API: what the resolver
 /// holds. Each cloud implements [`CloudLookup`] instead, and gets this.
 pub trait TopologyLookup: Send + Sync {
@@ -161,6 +167,24 @@ pub trait TopologyLookup: Send + Sync {
     fn endpoint(&self) -> Option<String> {
         None
     }
+    /// How many volumes one [`TopologyLookup::lookup_many`] call takes; 0 when the
+    /// cloud's API has no call for many (the default).
+    fn batch_limit(&self) -> usize {
+        0
+    }
+    /// The topologies of up to [`TopologyLookup::batch_limit`] volumes in one call
+    /// (or as few as the API allows), each found one by its cache key; a volume the
+    /// answer leaves out is one the cloud does not know. Only called when the limit is
+    /// not 0.
+    fn lookup_many<'a>(&'a self, _volumes: &'a [VolumeIdentity], _deadline: Instant) -> ManyFuture<'a> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    /// Fills whatever cache the lookup has with `volumes` (a page of `audit`) in as few
+    /// calls as it can, so that each volume's own lookup is then a hit. Failures are
+    /// left to those lookups, which report them. The default does nothing.
+    fn prefetch<'a>(&'a self, _volumes: &'a [VolumeIdentity], _deadline: Instant) -> PrefetchFuture<'a> {
+        Box::pin(async {})
+    }
 }
 
 /// A cloud's lookup: its entry in [`CLOUDS`] and its call. Every type implementing it
@@ -181,6 +205,19 @@ pub trait CloudLookup: Send + Sync {
     /// See [`TopologyLookup::endpoint`].
     fn endpoint(&self) -> Option<String> {
         None
+    }
+    /// See [`TopologyLookup::batch_limit`]: 0 unless the cloud implements
+    /// [`CloudLookup::find_many`].
+    fn batch_limit(&self) -> usize {
+        0
+    }
+    /// See [`TopologyLookup::lookup_many`].
+    fn find_many(
+        &self,
+        _volumes: &[VolumeIdentity],
+        _deadline: Instant,
+    ) -> impl Future<Output = Result<Vec<(String, Topology)>, LookupError>> + Send {
+        async { Ok(Vec::new()) }
     }
 }
 
@@ -204,6 +241,14 @@ impl<L: CloudLookup> TopologyLookup for L {
     fn endpoint(&self) -> Option<String> {
         CloudLookup::endpoint(self)
     }
+
+    fn batch_limit(&self) -> usize {
+        CloudLookup::batch_limit(self)
+    }
+
+    fn lookup_many<'a>(&'a self, volumes: &'a [VolumeIdentity], deadline: Instant) -> ManyFuture<'a> {
+        Box::pin(self.find_many(volumes, deadline))
+    }
 }
 
 /// Forwards to the shared lookup: a [`CachedLookup`] may wrap one.
@@ -226,6 +271,18 @@ impl<L: TopologyLookup + ?Sized> TopologyLookup for Arc<L> {
 
     fn endpoint(&self) -> Option<String> {
         (**self).endpoint()
+    }
+
+    fn batch_limit(&self) -> usize {
+        (**self).batch_limit()
+    }
+
+    fn lookup_many<'a>(&'a self, volumes: &'a [VolumeIdentity], deadline: Instant) -> ManyFuture<'a> {
+        (**self).lookup_many(volumes, deadline)
+    }
+
+    fn prefetch<'a>(&'a self, volumes: &'a [VolumeIdentity], deadline: Instant) -> PrefetchFuture<'a> {
+        (**self).prefetch(volumes, deadline)
     }
 }
 
@@ -295,6 +352,49 @@ impl<L: TopologyLookup> TopologyLookup for CachedLookup<L> {
 
     fn endpoint(&self) -> Option<String> {
         self.inner.endpoint()
+    }
+
+    fn batch_limit(&self) -> usize {
+        self.inner.batch_limit()
+    }
+
+    fn lookup_many<'a>(&'a self, volumes: &'a [VolumeIdentity], deadline: Instant) -> ManyFuture<'a> {
+        self.inner.lookup_many(volumes, deadline)
+    }
+
+    /// The volumes not in the cache, asked in batches of the cloud's limit, the found
+    /// ones cached; nothing when the cloud has no batched call.
+    fn prefetch<'a>(&'a self, volumes: &'a [VolumeIdentity], deadline: Instant) -> PrefetchFuture<'a> {
+        Box::pin(async move {
+            let limit = self.inner.batch_limit();
+            if limit == 0 {
+                return;
+            }
+            let now = Instant::now();
+            let mut seen = std::collections::HashSet::new();
+            let missing: Vec<VolumeIdentity> = volumes
+                .iter()
+                .filter(|v| {
+                    let key = self.inner.cache_key(v);
+                    self.cache.entries().get(&key, now).is_none() && seen.insert(key)
+                })
+                .cloned()
+                .collect();
+            for chunk in missing.chunks(limit) {
+                match self.inner.lookup_many(chunk, deadline).await {
+                    Ok(found) => {
+                        let now = Instant::now();
+                        for (key, topology) in found {
+                            self.cache.entries().insert(key, topology, now);
+                        }
+                    }
+                    // Each volume's own lookup asks again and says what failed.
+                    Err(error) => {
+                        tracing::debug!(lookup = self.inner.name(), %error, volumes = chunk.len(), "batched lookup failed")
+                    }
+                }
+            }
+        })
     }
 }
 

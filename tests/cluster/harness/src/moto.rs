@@ -109,6 +109,24 @@ impl Moto {
         .to_owned()
     }
 
+    /// `count` 1 GiB volumes in `zone`, created by boto3 with the user's key in one
+    /// process; their IDs.
+    pub fn create_volumes(&self, region: &str, zone: &str, count: usize) -> Vec<String> {
+        let auth = self.auth();
+        self.script(&[
+            "create-volumes",
+            &self.url,
+            &auth.user.access_key_id,
+            &auth.user.secret_access_key,
+            region,
+            zone,
+            &count.to_string(),
+        ])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+    }
+
     /// One EC2 instance in `region`, launched by boto3 with the user's key:
     /// (instance ID, its `PrivateDnsName`).
     pub fn run_instance(&self, region: &str) -> (String, String) {
