@@ -16,6 +16,7 @@ pub mod http;
 pub mod json;
 pub mod logging;
 pub mod metadata;
+pub mod names;
 pub mod openstack;
 pub mod token;
 pub mod vsphere;

@@ -18,6 +18,8 @@ Usage (moto's venv python, which has boto3):
       "session_token", "expiration"}
   moto_auth.py create-volume URL ACCESS_KEY_ID SECRET REGION ZONE
       a signed ec2:CreateVolume (1 GiB); prints the volume ID
+  moto_auth.py create-volumes URL ACCESS_KEY_ID SECRET REGION ZONE COUNT
+      COUNT of them in one process; prints one volume ID per line
   moto_auth.py run-instance URL ACCESS_KEY_ID SECRET REGION
       a signed ec2:RunInstances (one instance); prints {"instance_id",
       "private_dns_name"}

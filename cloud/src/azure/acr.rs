@@ -64,37 +64,12 @@ impl fmt::Debug for AcrRefreshToken {
     }
 }
 
-/// Checks that `registry` is `host[:port]`: DNS labels of letters, digits
-/// and `-` (or an IP address), an optional port, nothing else (no scheme,
-/// path, user or query), so it can only name a registry's root.
+/// Checks that `registry` is `host[:port]` ([`crate::names::check_host_port`]),
+/// so it can only name a registry's root.
 pub fn check_registry(registry: &str) -> Result<&str, AzureError> {
-    let invalid = |problem| Err(AzureError::InvalidName(InvalidName::new("registry", registry, problem)));
-    if registry.is_empty() || registry.len() > 253 + 6 {
-        return invalid("it is empty or longer than a host name and port");
-    }
-    let (host, port) = match registry.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => (host, Some(port)),
-        _ => (registry, None),
-    };
-    if let Some(port) = port
-        && !port.parse::<u16>().is_ok_and(|p| p != 0)
-    {
-        return invalid("its port is not a number from 1 to 65535");
-    }
-    if !host.split('.').all(is_dns_label) {
-        return invalid("it is not host[:port] (letters, digits, '-' and '.' in the host)");
-    }
+    crate::names::check_host_port(registry)
+        .map_err(|problem| AzureError::InvalidName(InvalidName::new("registry", registry, problem)))?;
     Ok(registry)
-}
-
-/// One label of a host name, in any case: letters, digits and `-`, at most 63
-/// characters, not starting or ending with `-`.
-pub fn is_dns_label(label: &str) -> bool {
-    !label.is_empty()
-        && label.len() <= 63
-        && !label.starts_with('-')
-        && !label.ends_with('-')
-        && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// The `exp` claim of a JWT, read without verifying it.

@@ -43,8 +43,7 @@ impl Location {
     /// letters, digits, `.`, `_` and `-` (the repository grammar's).
     pub fn parse(text: &str) -> Result<Location, &'static str> {
         let (host, path) = text.split_once('/').unwrap_or((text, ""));
-        cloud_access::azure::acr::check_registry(host)
-            .map_err(|_| "a registry is host[:port] (letters, digits, '-' and '.' in the host)")?;
+        cloud_access::names::check_host_port(host)?;
         let path = path.trim_end_matches('/');
         if !path.is_empty() && !path.split('/').all(is_path_component) {
             return Err("a repository path is components of lowercase letters, digits, '.', '_' and '-' between '/'");

@@ -40,7 +40,7 @@ pub fn check_registry_suffix(suffix: &str) -> Result<(), &'static str> {
         return Err("it is an IP address, not a domain");
     }
     let labels: Vec<&str> = suffix.split('.').collect();
-    if suffix.len() > 253 || !labels.iter().all(|l| cloud_access::azure::acr::is_dns_label(l)) {
+    if suffix.len() > 253 || !labels.iter().all(|l| cloud_access::names::is_dns_label(l)) {
         return Err("it is not a DNS name (labels of letters, digits and '-', separated by '.')");
     }
     if labels.len() < 2 {
