@@ -126,20 +126,22 @@ echo "# audit of $COUNT EBS PVs, --page-size $PAGE_SIZE, EBS lookup on moto (aut
 printf '%-14s %10s %12s %10s %12s %6s\n' REVISION CALLS CALLS_PER_PV SECONDS MAX_RSS_KIB EXIT
 for bin in "$tree/target/release/pv-topology-webhook" target/release/pv-topology-webhook; do
     rev=$([[ $bin == "$tree"* ]] && echo "$base_rev" || git rev-parse --short=12 HEAD)
-    echo 0 >"$work/calls"
+    # The proxy counts from its start: each run's calls are the difference.
+    before=$(cat "$work/calls" 2>/dev/null || echo 0)
     set +e
     env -i PATH="$PATH" HOME="$HOME" AWS_ENDPOINT_URL="http://127.0.0.1:$(cat "$work/proxy-port")" \
         AWS_ACCESS_KEY_ID="$key" AWS_SECRET_ACCESS_KEY="$secret" AWS_EC2_METADATA_DISABLED=true \
-        AWS_CONFIG_FILE=/nonexistent AWS_SHARED_CREDENTIALS_FILE=/nonexistent \
+        AWS_CONFIG_FILE=/nonexistent AWS_SHARED_CREDENTIALS_FILE=/nonexistent PV_TOPOLOGY_WEBHOOK_LOG_LEVEL="${LOG_LEVEL:-warn}" \
         /usr/bin/time -v "$bin" audit --kubeconfig "$work/kubeconfig" --page-size "$PAGE_SIZE" \
         --aws-ebs-lookup --aws-region us-east-1 --lookup-timeout 30s --deadline 60m --output json \
         >"$work/out.json" 2>"$work/time.log"
     status=$?
     set -e
-    calls=$(cat "$work/calls")
+    calls=$(( $(cat "$work/calls" 2>/dev/null || echo 0) - before ))
     rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time.log")
     wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$work/time.log")
-    resolved=$(python3 -c 'import json,sys; rows=json.load(open(sys.argv[1])); print(sum(1 for r in rows if r["status"]=="missing-labels"))' "$work/out.json" 2>/dev/null || echo "?")
-    printf '%-14s %10s %12s %10s %12s %6s  (%s of %s PVs resolved to missing-labels)\n' \
+    resolved=$(python3 -c 'import json,sys; rows=json.load(open(sys.argv[1])); print(sum(1 for r in rows if r["status"]!="unresolvable"))' "$work/out.json" 2>/dev/null || echo "?")
+    if [[ -n ${KEEP_LOG:-} ]]; then grep -i "batch\|retrying\|error" "$work/time.log" | head -5 >&2 || true; fi
+    printf '%-14s %10s %12s %10s %12s %6s  (%s of %s PVs resolved)\n' \
         "$rev" "$calls" "$(python3 -c "print(f'{$calls/$COUNT:.4f}')")" "$wall" "$rss" "$status" "$resolved" "$COUNT"
 done
