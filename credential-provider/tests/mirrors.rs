@@ -208,6 +208,13 @@ fn a_runtime_config_it_cannot_read_is_one_line_naming_the_field() {
     assert!(out.stderr.contains("--containerd-hosts-dir"), "{}", out.stderr);
     let out = run_static(&["--registries-conf", &path("docker-config.json")], HUB_IMAGE);
     assert_one_line_failure("not TOML", &out, "not TOML");
+    // A file that is not there names the flag that named it.
+    let out = run_static(&["--registries-conf", "/nonexistent/registries.conf"], HUB_IMAGE);
+    assert_one_line_failure(
+        "missing",
+        &out,
+        "--registries-conf: /nonexistent/registries.conf: No such file",
+    );
     // A bad flag is refused before any request is read.
     let out = run_static(&["--registry-mirror", "docker.io"], HUB_IMAGE);
     assert_one_line_failure("flag", &out, "is not SRC:DST");

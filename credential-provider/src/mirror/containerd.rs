@@ -65,7 +65,8 @@ pub fn mirror_for(roots: &[PathBuf], repository: &str) -> Result<Option<Mirrorin
         // containerd reads the directory's certificate files instead: no mirror.
         return Ok(None);
     }
-    let text = cloud_access::files::read_regular_to_string(&path, MAX_HOSTS_TOML)?;
+    let text = cloud_access::files::read_regular_to_string(&path, MAX_HOSTS_TOML)
+        .map_err(|source| MirrorError::Read { flag: FLAG, source })?;
     if text.is_empty() {
         return Ok(None);
     }
@@ -99,13 +100,7 @@ pub fn mirror_for(roots: &[PathBuf], repository: &str) -> Result<Option<Mirrorin
 /// The hosts of one hosts.toml that serve pulls, in containerd's order,
 /// the server last; an error names the field.
 pub fn pull_hosts(text: &str, registry: &str) -> Result<Vec<Location>, String> {
-    let table: Table = toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
-        let at = line.map_or_else(String::new, |line| format!(" at line {line}"));
-        format!("not TOML{at}: {}", first_line(e.message()))
-    })?;
+    let table = super::parse_toml(text)?;
     let mut hosts = Vec::new();
     {
         let Some(Value::Table(entries)) = table.get("host") else {
@@ -194,10 +189,6 @@ fn host_location(url: &str, entry: &Table, field: &str) -> Result<Location, Stri
         format!("{host}/{path}")
     };
     Location::parse(&text).map_err(|problem| format!("{field}: {url:?}: {problem}"))
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default().trim()
 }
 
 #[cfg(test)]

@@ -42,7 +42,8 @@ struct Registry {
 
 /// The mirror CRI-O pulls `repository` through, per the file at `path`.
 pub fn mirror_for(path: &Path, repository: &str) -> Result<Option<Mirroring>, MirrorError> {
-    let text = cloud_access::files::read_regular_to_string(path, MAX_REGISTRIES_CONF)?;
+    let text = cloud_access::files::read_regular_to_string(path, MAX_REGISTRIES_CONF)
+        .map_err(|source| MirrorError::Read { flag: FLAG, source })?;
     let config_error = |problem| MirrorError::Config {
         path: path.to_owned(),
         runtime: "CRI-O",
@@ -107,16 +108,7 @@ fn prefix_match(prefix: &str, repository: &str) -> Option<usize> {
 
 /// The `[[registry]]` entries, checked as containers/image checks them.
 fn registries(text: &str) -> Result<Vec<Registry>, String> {
-    let table: Table = toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
-        let at = line.map_or_else(String::new, |line| format!(" at line {line}"));
-        format!(
-            "not TOML{at}: {}",
-            e.message().lines().next().unwrap_or_default().trim()
-        )
-    })?;
+    let table = super::parse_toml(text)?;
     let Some(value) = table.get("registry") else {
         return Ok(Vec::new());
     };

@@ -246,8 +246,12 @@ impl MirrorSettings {
 /// Why mirrors could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
-    #[error("{0}")]
-    Read(#[from] cloud_access::files::FileError),
+    /// A runtime's config named by `flag` that cannot be read.
+    #[error("{flag}: {source}")]
+    Read {
+        flag: &'static str,
+        source: cloud_access::files::FileError,
+    },
     /// A runtime's config this plugin was pointed at, which it cannot read
     /// as the runtime does: `problem` names the field.
     #[error("{path}: {problem} (the {runtime} config named by {flag})")]
@@ -257,6 +261,21 @@ pub enum MirrorError {
         flag: &'static str,
         problem: String,
     },
+}
+
+/// `text` as a TOML table, or the parser's first line and the line of the
+/// file it points at (counted in bytes, so no offset can split a character).
+fn parse_toml(text: &str) -> Result<toml::Table, String> {
+    toml::from_str(text).map_err(|e| {
+        let at = e.span().map_or_else(String::new, |span| {
+            let before = text.as_bytes().get(..span.start).unwrap_or(text.as_bytes());
+            format!(" at line {}", before.iter().filter(|&&b| b == b'\n').count() + 1)
+        });
+        format!(
+            "not TOML{at}: {}",
+            e.message().lines().next().unwrap_or_default().trim()
+        )
+    })
 }
 
 /// The backend's answer for the image on the mirror, filed for the image
@@ -323,6 +342,19 @@ mod tests {
             host: host.into(),
             path: path.into(),
         }
+    }
+
+    #[test]
+    fn toml_errors_name_their_line() {
+        assert!(
+            parse_toml("[host")
+                .expect_err("not TOML")
+                .starts_with("not TOML at line 1: ")
+        );
+        let second = parse_toml("a = 1\n[host").expect_err("not TOML");
+        assert!(second.starts_with("not TOML at line 2: "), "{second}");
+        let after_utf8 = parse_toml("a = \"é\"\nb = ").expect_err("not TOML");
+        assert!(after_utf8.starts_with("not TOML at line 2: "), "{after_utf8}");
     }
 
     #[test]
