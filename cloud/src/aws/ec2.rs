@@ -25,7 +25,7 @@ pub async fn describe_volumes(
     deadline: Instant,
 ) -> Result<Vec<Volume>, AwsError> {
     const ACTION: &str = "DescribeVolumes";
-    let names: Vec<String> = (1..=volume_ids.len()).map(|i| format!("VolumeId.{i}")).collect();
+    let names = numbered("VolumeId", volume_ids.len());
     let params: Vec<(&str, &str)> = names
         .iter()
         .map(String::as_str)
@@ -35,6 +35,11 @@ pub async fn describe_volumes(
         .query(EC2, ACTION, VERSION, &params, credentials, deadline)
         .await?;
     parse_describe_volumes(&xml)
+}
+
+/// The Query protocol's list parameters: `PREFIX.1` to `PREFIX.count`.
+fn numbered(prefix: &str, count: usize) -> Vec<String> {
+    (1..=count).map(|i| format!("{prefix}.{i}")).collect()
 }
 
 /// Most volume IDs one [`describe_volumes_filtered`] call names (EC2 takes
@@ -57,7 +62,7 @@ pub async fn describe_volumes_filtered(
 ) -> Result<Vec<Volume>, AwsError> {
     const ACTION: &str = "DescribeVolumes";
     let volume_ids = &volume_ids[..volume_ids.len().min(MAX_FILTER_VALUES)];
-    let names: Vec<String> = (1..=volume_ids.len()).map(|i| format!("Filter.1.Value.{i}")).collect();
+    let names = numbered("Filter.1.Value", volume_ids.len());
     let mut volumes = Vec::new();
     let mut token: Option<String> = None;
     for _ in 0..MAX_FILTER_PAGES {
